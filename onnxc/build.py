@@ -1,0 +1,205 @@
+"""Stage 6: compile generated C into a shared library through cffi, with a content-addressed cache.
+
+Publication is atomic: everything is built in a private temp folder, a manifest with the
+library's size and sha256 is written, then the folder is renamed into place. A published
+folder is never rewritten; a library is loaded only if it matches its manifest. A file lock
+makes concurrent builders of one key wait for the first instead of repeating its work.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .emit import Sources
+from .errors import BuildError, CompilerNotFound, Fail
+from .resources import runtime_dir
+
+CDEF = """
+const char *{p}meta_json(void);
+int64_t {p}arena_bytes(const int64_t *dims);
+void {p}output_shapes(const int64_t *dims, int64_t *shapes);
+int {p}run(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena, int num_threads);
+"""
+
+LIB_NAME = "model.so"
+MANIFEST = "manifest.json"
+_CHDIR_LOCK = threading.Lock()   # cffi compiles from inside its temp dir (os.chdir is process-wide)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cc: str
+    identity: str       # `cc --version` first line: part of the cache key
+    flags: tuple[str, ...]
+
+
+def find_compiler() -> str:
+    cand = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+    path = shutil.which(cand) or shutil.which("cc") or shutil.which("gcc")
+    if not path:
+        raise CompilerNotFound(f"no C compiler found (looked for {cand!r}, cc, gcc); install gcc or "
+                               "set CC")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        raise CompilerNotFound(f"C compiler {cc!r} cannot run: {e}") from e
+    return (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else cc
+
+
+def toolchain(portable: bool = False, debug: bool = False) -> Toolchain:
+    cc = find_compiler()
+    flags = ["-std=c99", "-fPIC", "-fopenmp", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast",
+             "-Wall", "-Wno-unused-variable", "-Wno-unused-but-set-variable"]
+    flags += ["-O0", "-g"] if debug else ["-O3"]
+    flags += ["-mtune=generic"] if portable else ["-march=native"]
+    return Toolchain(cc, _identity(cc), tuple(flags))
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("ONNXC_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "onnxc"
+
+
+def cache_key(model_bytes: bytes, options: dict, version: str, tc: Toolchain) -> str:
+    h = hashlib.sha256()
+    for part in (model_bytes, json.dumps(options, sort_keys=True).encode(), version.encode(),
+                 tc.identity.encode(), " ".join(tc.flags).encode(), sys.implementation.cache_tag.encode()):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def module_name(key: str) -> str:
+    return f"_onnxc_{key[:24]}"
+
+
+def published(cache: Path, key: str) -> Path | None:
+    """The published library for key, if present and intact."""
+    d = cache / key
+    lib, man = d / LIB_NAME, d / MANIFEST
+    if not man.is_file() or not lib.is_file():
+        return None
+    try:
+        info = json.loads(man.read_text())
+    except (OSError, ValueError):
+        return None
+    return lib if verify(lib, info) else None
+
+
+def verify(lib: Path, info: dict) -> bool:
+    try:
+        if lib.stat().st_size != info["size"]:
+            return False
+        return sha256_file(lib) == info["sha256"]
+    except (OSError, KeyError):
+        return False
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _FileLock:
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = None
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except ImportError:  # no fcntl (Windows): the atomic rename alone keeps us safe
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+
+def build_cached(key: str, make_sources, tc: Toolchain, cache: Path) -> Path:
+    """Return the published library for key, building it (make_sources() -> Sources) if needed."""
+    lib = published(cache, key)
+    if lib is not None:
+        return lib
+    with _FileLock(cache / "locks" / f"{key}.lock"):
+        lib = published(cache, key)
+        if lib is not None:
+            return lib
+        final = cache / key
+        if final.exists():  # a damaged entry (failed verification): move it aside, never rewrite
+            shutil.move(str(final), str(cache / "tmp" / f"damaged-{key}-{time.time_ns()}"))
+        sources = make_sources()
+        tmp = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=_mkdir(cache / "tmp")))
+        compile_library(sources, module_name(key), tmp, tc)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        lib = published(cache, key)
+        if lib is None:
+            raise Fail(f"the library for {key} could not be published in {cache}")
+        return lib
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def compile_library(sources: Sources, modname: str, out_dir: Path, tc: Toolchain) -> Path:
+    """Compile into out_dir: model.c -> model.o (our compiler call, diagnostics captured), then
+    cffi builds the Python extension around it. Writes LIB_NAME and MANIFEST."""
+    import cffi
+
+    (out_dir / "model.c").write_text(sources.c)
+    (out_dir / "weights.bin").write_bytes(sources.weights)
+    cmd = [tc.cc, *tc.flags, "-I", str(runtime_dir()), "-c", "model.c", "-o", "model.o"]
+    res = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise BuildError(f"the C compiler failed (exit {res.returncode}): {' '.join(cmd)}",
+                         res.stderr + res.stdout, str(out_dir))
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF.format(p="onnxc_"))
+    ffi.set_source(modname, "#include <stdint.h>\n" + CDEF.format(p="onnxc_"),
+                   extra_objects=[str(out_dir / "model.o")], extra_link_args=["-fopenmp"],
+                   extra_compile_args=["-O1"])
+    build_dir = out_dir / "cffi"
+    with _CHDIR_LOCK:
+        try:
+            so = ffi.compile(tmpdir=str(build_dir), verbose=False)
+        except Exception as e:  # noqa: BLE001 - distutils raises several kinds
+            raise BuildError(f"linking the Python extension failed: {e}", str(e), str(out_dir)) from e
+    lib = out_dir / LIB_NAME
+    os.replace(so, lib)
+    shutil.rmtree(build_dir, ignore_errors=True)
+    (out_dir / "weights.bin").unlink()
+    (out_dir / "model.o").unlink()
+    (out_dir / MANIFEST).write_text(json.dumps({
+        "module": modname, "size": lib.stat().st_size, "sha256": sha256_file(lib),
+        "compiler": tc.identity, "flags": list(tc.flags)}, indent=1))
+    return lib

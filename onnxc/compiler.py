@@ -1,0 +1,61 @@
+"""The pipeline in a few lines: load -> infer -> optimise -> plan -> emit -> build."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import onnx
+
+from . import build, emit, ir, loader, planner, shapes, weights
+from .ops import lookup
+from .planner import NodeFacts
+from .version import __version__
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything that changes the generated library (so: part of the cache key)."""
+    free_dims: dict = field(default_factory=dict)   # symbol name -> fixed value
+    portable: bool = False                          # no -march=native
+    debug: bool = False
+    optimization_level: int = 99                    # onnxruntime's GraphOptimizationLevel value
+
+    def key(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Compiled:
+    graph: ir.Graph
+    plan: planner.MemoryPlan
+    sources: emit.Sources
+
+
+def facts(node: ir.Node) -> NodeFacts:
+    spec = lookup(node)
+    return NodeFacts(view=spec.view, inplace=tuple(spec.inplace(node)), scratch=spec.scratch(node))
+
+
+def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, module: str = "",
+                  weights_mode: str = "incbin") -> Compiled:
+    graph = ir.from_model(proto)
+    shapes.infer(graph, options.free_dims)
+    plan = planner.plan(graph, facts)
+    blob = weights.layout(graph)
+    sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module)
+    return Compiled(graph, plan, sources)
+
+
+def build_library(model, options: Options = Options(), cache_dir: str | Path | None = None) -> Path:
+    """Compile (or fetch from the cache) the library for a model; returns its published path."""
+    tc = build.toolchain(options.portable, options.debug)   # a missing compiler fails here, first
+    proto = loader.load(model)
+    data = proto.SerializeToString(deterministic=True)
+    key = build.cache_key(data, options.key(), __version__, tc)
+    cache = Path(cache_dir) if cache_dir else build.default_cache_dir()
+    modname = build.module_name(key)
+
+    def sources():
+        return compile_model(proto, options, module=modname).sources
+
+    return build.build_cached(key, sources, tc, cache)

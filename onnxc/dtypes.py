@@ -1,0 +1,71 @@
+"""Element types: ONNX enum <-> numpy dtype <-> C type <-> onnxruntime type string, in one table."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto
+
+from .errors import NotImplemented as OrtNotImplemented
+
+
+@dataclass(frozen=True)
+class ElemType:
+    onnx: int          # TensorProto.DataType
+    name: str          # onnxruntime's spelling inside 'tensor(...)'
+    np: np.dtype
+    c: str             # C storage type
+    is_float: bool = False
+    is_signed: bool = True
+
+    @property
+    def itemsize(self) -> int:
+        return self.np.itemsize
+
+    @property
+    def ort(self) -> str:
+        return f"tensor({self.name})"
+
+
+_TABLE = [
+    ElemType(TensorProto.FLOAT, "float", np.dtype(np.float32), "float", True),
+    ElemType(TensorProto.DOUBLE, "double", np.dtype(np.float64), "double", True),
+    ElemType(TensorProto.FLOAT16, "float16", np.dtype(np.float16), "uint16_t", True),
+    ElemType(TensorProto.INT8, "int8", np.dtype(np.int8), "int8_t"),
+    ElemType(TensorProto.INT16, "int16", np.dtype(np.int16), "int16_t"),
+    ElemType(TensorProto.INT32, "int32", np.dtype(np.int32), "int32_t"),
+    ElemType(TensorProto.INT64, "int64", np.dtype(np.int64), "int64_t"),
+    ElemType(TensorProto.UINT8, "uint8", np.dtype(np.uint8), "uint8_t", is_signed=False),
+    ElemType(TensorProto.UINT16, "uint16", np.dtype(np.uint16), "uint16_t", is_signed=False),
+    ElemType(TensorProto.UINT32, "uint32", np.dtype(np.uint32), "uint32_t", is_signed=False),
+    ElemType(TensorProto.UINT64, "uint64", np.dtype(np.uint64), "uint64_t", is_signed=False),
+    ElemType(TensorProto.BOOL, "bool", np.dtype(np.bool_), "uint8_t", is_signed=False),
+]
+
+BY_ONNX = {t.onnx: t for t in _TABLE}
+BY_NP = {t.np: t for t in _TABLE}
+BY_NAME = {t.name: t for t in _TABLE}
+
+FLOAT = BY_ONNX[TensorProto.FLOAT]
+INT64 = BY_ONNX[TensorProto.INT64]
+BOOL = BY_ONNX[TensorProto.BOOL]
+
+
+def from_onnx(code: int, where: str = "") -> ElemType:
+    try:
+        return BY_ONNX[code]
+    except KeyError:
+        name = TensorProto.DataType.Name(code) if code in TensorProto.DataType.values() else code
+        raise OrtNotImplemented(f"element type {name} is not supported yet{where}") from None
+
+
+def from_numpy(dt) -> ElemType | None:
+    return BY_NP.get(np.dtype(dt))
+
+
+def from_name(name: str) -> ElemType:
+    """Accepts 'float', 'tensor(float)', 'float32', numpy-like names."""
+    n = name[7:-1] if name.startswith("tensor(") else name
+    if n in BY_NAME:
+        return BY_NAME[n]
+    return BY_NP[np.dtype(n)]

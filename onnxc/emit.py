@@ -1,0 +1,200 @@
+"""Stage 5: render C from templates. The only loop over nodes; it never checks op types —
+each node's OpSpec names its template and supplies its parameters."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from . import cstring, symbolic
+from .ir import Graph, Value
+from .ops import lookup
+from .planner import MemoryPlan
+from .resources import templates_dir
+from .symbolic import Dim, Expr, product
+from .weights import WeightBlob
+
+_ENV: jinja2.Environment | None = None
+
+
+def environment() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "c")),
+                                  undefined=jinja2.StrictUndefined, trim_blocks=True,
+                                  lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    return _ENV
+
+
+@dataclass
+class TensorRef:
+    """What a template sees of a tensor: its C pointer variable, C type and dims as C text."""
+    ptr: str
+    ct: str
+    shape: list[str]
+    numel: str
+    rank: int
+    etype: str
+
+
+@dataclass
+class Sources:
+    c: str                 # the model translation unit (no Python in it)
+    weights: bytes         # raw constant data, linked as onnxc_weights
+    meta: dict[str, Any]   # what the library says about itself
+    headers: list[str]
+
+
+def symbol_order(graph: Graph) -> list[str]:
+    """The symbols the caller supplies, in order of first appearance in the inputs."""
+    out: list[str] = []
+    for v in graph.inputs + graph.overridable:
+        for d in v.shape:
+            for s in sorted(symbolic.symbols_of(d)):
+                if s not in out:
+                    out.append(s)
+    return out
+
+
+def _display_dim(d: Dim):
+    if isinstance(d, int):
+        return d
+    if isinstance(d, Expr) and len(d.symbols()) == 1 and repr(d) == next(iter(d.symbols())):
+        name = next(iter(d.symbols()))
+        return None if name.startswith("unk__") else name
+    return None
+
+
+def _declared_display(vi, fallback):
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return fallback
+    out = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            out.append(d.dim_param)
+        else:
+            out.append(None)
+    return out
+
+
+def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onnxc_",
+         weights_mode: str = "incbin", version: str = "", module: str = "") -> Sources:
+    env = environment()
+    syms = symbol_order(graph)
+    names = {s: f"s{k}" for k, s in enumerate(syms)}
+
+    def c(d: Dim) -> str:
+        return symbolic.to_c(d, names)
+
+    env.filters["c"] = c
+    n_in = len(graph.inputs)
+    decls: list[str] = []
+    refs: dict[int, TensorRef] = {}
+    used = {v.id: v for n in graph.nodes for v in n.inputs + n.outputs if v is not None}
+    used.update({v.id: v for v in graph.outputs})
+    for vid in sorted(used):
+        v = used[vid]
+        kind = plan.storage[v.id]
+        ct = v.etype.c
+        if kind[0] == "input":
+            expr, const = f"inputs[{kind[1]}]", True
+        elif kind[0] == "overridable":
+            w = f"({prefix}weights + {blob.offsets[v.id]})"
+            expr, const = f"(inputs[{n_in + kind[1]}] ? inputs[{n_in + kind[1]}] : (const void *){w})", True
+        elif kind[0] == "weight":
+            expr, const = f"({prefix}weights + {blob.offsets[v.id]})", True
+        elif kind[0] == "output":
+            expr, const = f"outputs[{kind[1]}]", False
+        else:
+            expr, const = f"(A + {c(kind[1])})", False
+        q = "const " if const else ""
+        decls.append(f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});")
+        refs[v.id] = TensorRef(v.cname, ct, [c(d) for d in v.shape], c(product(v.shape)), len(v.shape),
+                               v.etype.name)
+
+    blocks, headers, op_counts = [], [], {}
+    for node in graph.nodes:
+        spec = lookup(node)
+        key = (node.domain or "ai.onnx", spec.op_type)
+        op_counts[key] = op_counts.get(key, 0) + 1
+        for h in spec.headers:
+            if h not in headers:
+                headers.append(h)
+        ctx = {
+            "idx": node.index,
+            "op": spec.op_type,
+            "ins": [refs[v.id] if v is not None else None for v in node.inputs],
+            "outs": [refs[v.id] if v is not None else None for v in node.outputs],
+            "p": spec.params(node),
+            "aliased": node.index in plan.aliased_views,
+            "scratch": f"(A + {c(plan.scratch[node.index])})" if node.index in plan.scratch else "NULL",
+        }
+        body = env.get_template(f"ops/{spec.template}").render(ctx)
+        blocks.append({"idx": node.index, "op": spec.op_type, "body": body})
+
+    copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}
+              for v, j in plan.copies]
+    meta = _meta(graph, plan, syms, op_counts, version)
+    meta["module"] = module
+    ctx = {
+        "prefix": prefix,
+        "version": version,
+        "headers": headers,
+        "syms": syms,
+        "decls": decls,
+        "blocks": blocks,
+        "copies": copies,
+        "arena_bytes": c(plan.arena_bytes),
+        "out_shapes": [[c(d) for d in v.shape] for v in graph.outputs],
+        "meta_literal": cstring.literal(json.dumps(meta, sort_keys=True)),
+        "weights_mode": weights_mode,
+        "weights_size": len(blob.data),
+        "weights_c": _weights_c(blob.data) if weights_mode == "c" else "",
+        "n_inputs": n_in,
+        "n_overridable": len(graph.overridable),
+        "n_outputs": len(graph.outputs),
+    }
+    text = env.get_template("model.c.j2").render(ctx)
+    return Sources(text, blob.data, meta, headers)
+
+
+def _weights_c(data: bytes) -> str:
+    """Weights as a C99 string literal (portable: for firmware); 16 bytes a line."""
+    lines = []
+    for i in range(0, len(data), 16):
+        lines.append('"' + "".join(f"\\x{b:02x}" for b in data[i:i + 16]) + '"')
+    return "\n".join(lines) if lines else '""'
+
+
+def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: str) -> dict:
+    def io(v: Value, vi=None) -> dict:
+        disp = [_display_dim(d) for d in v.shape]
+        return {
+            "name": v.name,
+            "type": v.etype.ort,
+            "onnx_type": v.etype.onnx,
+            "shape": _declared_display(vi, disp) if vi is not None else disp,
+            "dims": [d if isinstance(d, int) else {"sym": syms.index(repr(d))} if repr(d) in syms else None
+                     for d in v.shape],
+        }
+
+    decl_in = {vi.name: vi for vi in graph.declared_inputs}
+    hint = plan.hint
+    m = dict(graph.meta)
+    m.update({
+        "onnxc_version": version,
+        "symbols": syms,
+        "inputs": [io(v, decl_in.get(v.name)) for v in graph.inputs],
+        "overridable": [io(v, decl_in.get(v.name)) for v in graph.overridable],
+        "outputs": [io(v, vi) for v, vi in zip(graph.outputs, graph.declared_outputs)],
+        "ops": [[d, t, n] for (d, t), n in sorted(op_counts.items())],
+        "arena_symbolic": symbolic.dim_repr(plan.arena_bytes),
+        "arena_hint": {"env": hint, "bytes": plan.arena_at(hint), "lower_bound": plan.lower_bound(hint)},
+        "node_count": len(graph.nodes),
+    })
+    return m

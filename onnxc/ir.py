@@ -1,0 +1,236 @@
+"""The graph the compiler works on: Values, Nodes, Graph, built from an onnx ModelProto.
+
+This is the one place where model names meet C identifiers: every Value gets ``cname``
+(``t<N>``) from a counter; model names are kept as data only (``name``) and reach generated
+source solely through ``cstring.literal``.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from . import dtypes
+from .errors import InvalidGraph
+from .symbolic import Dim
+
+
+@dataclass(eq=False)
+class Value:
+    name: str
+    id: int
+    etype: dtypes.ElemType | None = None
+    shape: tuple[Dim, ...] | None = None
+    const: np.ndarray | None = None       # initializer / folded constant
+    is_input: bool = False                # graph input (possibly with an initializer default)
+    is_output: bool = False
+    producer: "Node | None" = None
+    consumers: list = field(default_factory=list)
+
+    @property
+    def cname(self) -> str:
+        return f"t{self.id}"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def describe(self) -> str:
+        return f"tensor {self.name!r}"
+
+
+@dataclass(eq=False)
+class Node:
+    index: int
+    op_type: str
+    domain: str
+    opset: int
+    name: str
+    attrs: dict[str, Any]
+    inputs: list[Value | None]
+    outputs: list[Value | None]
+    proto: onnx.NodeProto
+
+    def describe(self) -> str:
+        dom = f"{self.domain}." if self.domain else ""
+        return f"node {self.index} ({dom}{self.op_type}, name {self.name!r})"
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def input(self, i: int) -> Value | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+
+@dataclass
+class Graph:
+    values: list[Value]
+    nodes: list[Node]
+    inputs: list[Value]            # graph inputs that have no initializer
+    overridable: list[Value]       # graph inputs that do have one (onnxruntime's overridable initializers)
+    outputs: list[Value]
+    opsets: dict[str, int]
+    meta: dict[str, Any]
+    declared_outputs: list[onnx.ValueInfoProto]
+    declared_inputs: list[onnx.ValueInfoProto]
+
+    def new_value(self, name: str) -> Value:
+        v = Value(name=name, id=len(self.values))
+        self.values.append(v)
+        return v
+
+
+def _attr_value(a: onnx.AttributeProto) -> Any:
+    v = helper.get_attribute_value(a)
+    if a.type == onnx.AttributeProto.STRING:
+        return v.decode("utf-8", errors="replace")
+    if a.type == onnx.AttributeProto.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in v]
+    if a.type == onnx.AttributeProto.TENSOR:
+        return numpy_helper.to_array(v)
+    if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+        return list(v)
+    return v
+
+
+def schema_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
+    """Attribute defaults as onnx's schema states them (never re-typed by hand)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return {}
+    out = {}
+    for name, a in schema.attributes.items():
+        if a.default_value is not None and a.default_value.type != 0:
+            out[name] = _attr_value(a.default_value)
+    return out
+
+
+def from_model(model: onnx.ModelProto) -> Graph:
+    g = model.graph
+    opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+    values: list[Value] = []
+    by_name: dict[str, Value] = {}
+    graph = Graph(values, [], [], [], [], opsets, {}, list(g.output), list(g.input))
+
+    def value(name: str) -> Value:
+        if name not in by_name:
+            by_name[name] = graph.new_value(name)
+        return by_name[name]
+
+    inits = {t.name: t for t in g.initializer}
+    for t in g.initializer:
+        v = value(t.name)
+        arr = numpy_helper.to_array(t)
+        v.const = arr
+        v.etype = dtypes.from_onnx(t.data_type, f" (initializer {t.name!r})")
+        v.shape = tuple(int(d) for d in arr.shape)
+    for vi in g.input:
+        v = value(vi.name)
+        v.is_input = True
+        (graph.overridable if vi.name in inits else graph.inputs).append(v)
+
+    protos = list(g.node)
+    produced: dict[str, int] = {}
+    for i, n in enumerate(protos):
+        for o in n.output:
+            if o:
+                if o in produced or o in inits or any(x.name == o for x in g.input):
+                    raise InvalidGraph(f"tensor {o!r} is produced more than once (node {i}, {n.op_type})")
+                produced[o] = i
+    order = _topological_order(protos, produced)
+    for idx, pi in enumerate(order):
+        p = protos[pi]
+        domain = "" if p.domain == "ai.onnx" else p.domain
+        if domain not in opsets:
+            raise InvalidGraph(f"node {pi} ({p.op_type}, name {p.name!r}) uses domain {domain!r} "
+                               "that the model does not import")
+        opset = opsets[domain]
+        attrs = schema_defaults(p.op_type, domain, opset)
+        attrs.update({a.name: _attr_value(a) for a in p.attribute})
+        node = Node(idx, p.op_type, domain, opset, p.name, attrs, [], [], p)
+        for name in p.input:
+            if not name:
+                node.inputs.append(None)
+                continue
+            if name not in by_name and name not in produced:
+                raise InvalidGraph(f"{node.describe()} reads tensor {name!r}, which no node, "
+                                   "input or initializer provides")
+            v = value(name)
+            v.consumers.append(node)
+            node.inputs.append(v)
+        for name in p.output:
+            if not name:
+                node.outputs.append(None)
+                continue
+            v = value(name)
+            v.producer = node
+            node.outputs.append(v)
+        graph.nodes.append(node)
+    for vi in g.output:
+        if vi.name not in by_name:
+            raise InvalidGraph(f"graph output {vi.name!r} is not produced by any node or input")
+        v = by_name[vi.name]
+        v.is_output = True
+        graph.outputs.append(v)
+    graph.meta = {
+        "producer_name": model.producer_name,
+        "producer_version": model.producer_version,
+        "domain": model.domain,
+        "model_version": model.model_version,
+        "doc_string": model.doc_string,
+        "graph_name": g.name,
+        "graph_description": g.doc_string,
+        "custom_metadata_map": {p.key: p.value for p in model.metadata_props},
+        "ir_version": model.ir_version,
+        "opsets": opsets,
+    }
+    return graph
+
+
+def _topological_order(protos: list, produced: dict[str, int]) -> list[int]:
+    """Kahn's algorithm, iterative (deep graphs must not hit the recursion limit); keeps the
+    file order among ready nodes so generated code reads like the model."""
+    indeg = [0] * len(protos)
+    users: list[list[int]] = [[] for _ in protos]
+    for i, p in enumerate(protos):
+        deps = {produced[n] for n in p.input if n in produced}
+        deps |= _subgraph_deps(p, produced)
+        indeg[i] = len(deps)
+        for d in deps:
+            users[d].append(i)
+    ready = deque(i for i in range(len(protos)) if indeg[i] == 0)
+    order = []
+    import heapq
+    heap = list(ready)
+    heapq.heapify(heap)
+    while heap:
+        i = heapq.heappop(heap)
+        order.append(i)
+        for u in users[i]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(heap, u)
+    if len(order) != len(protos):
+        stuck = [i for i in range(len(protos)) if indeg[i] > 0][0]
+        raise InvalidGraph(f"the graph has a cycle through node {stuck} ({protos[stuck].op_type}, "
+                           f"name {protos[stuck].name!r})")
+    return order
+
+
+def _subgraph_deps(p: onnx.NodeProto, produced: dict[str, int]) -> set[int]:
+    """Outer-scope names read by a node's subgraphs (If/Loop/Scan bodies)."""
+    deps: set[int] = set()
+    stack = [a.g for a in p.attribute if a.type == onnx.AttributeProto.GRAPH]
+    stack += [g for a in p.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+    while stack:
+        sg = stack.pop()
+        for n in sg.node:
+            deps |= {produced[x] for x in n.input if x in produced}
+            stack += [a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+            stack += [g for a in n.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+    return deps

@@ -1,0 +1,142 @@
+"""Helpers shared by operator modules: attribute checks, axes, broadcasting, layouts."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import InvalidArgument, InvalidGraph, NotImplemented as OrtNotImplemented
+from ..ir import Node, Value
+from ..symbolic import Dim, Expr, dim_repr, product
+
+
+def fail(node: Node, msg: str) -> InvalidGraph:
+    return InvalidGraph(f"{node.describe()}: {msg}")
+
+
+def attr_enum(node: Node, name: str, allowed: Iterable[str]) -> str:
+    """Parse an enum-like string attribute; anything unknown is rejected, never emitted."""
+    v = node.attr(name)
+    allowed = tuple(allowed)
+    if v not in allowed:
+        raise fail(node, f"attribute {name}={v!r} is not one of {', '.join(map(repr, allowed))}")
+    return v
+
+
+def attr_ints(node: Node, name: str, n: int | None = None, default=None) -> list[int]:
+    v = node.attr(name, default)
+    if v is None:
+        return None
+    v = [int(x) for x in v]
+    if n is not None and len(v) != n:
+        raise fail(node, f"attribute {name} has {len(v)} values, expected {n}")
+    return v
+
+
+def attr_int(node: Node, name: str, default: int | None = None) -> int:
+    v = node.attr(name, default)
+    if v is None:
+        raise fail(node, f"required attribute {name} is missing")
+    return int(v)
+
+
+def norm_axis(node: Node, axis: int, rank: int, what: str = "axis", allow_end: bool = False) -> int:
+    hi = rank + 1 if allow_end else rank
+    if not -hi <= axis < hi:
+        raise fail(node, f"{what}={axis} is out of range for rank {rank}")
+    return axis + hi if axis < 0 else axis
+
+
+def const_input(node: Node, i: int, what: str) -> np.ndarray:
+    v = node.input(i)
+    if v is None:
+        return None
+    if v.const is None:
+        raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be a constant "
+                                "(initializer or Constant) for now; data-dependent shapes come later")
+    return v.const
+
+
+def require_types(node: Node, value: Value, allowed: Iterable[dtypes.ElemType], what: str):
+    if value.etype not in tuple(allowed):
+        raise OrtNotImplemented(f"{node.describe()}: {what} of element type {value.etype.name} "
+                                "is not supported")
+
+
+def same_etype(node: Node, values: Sequence[Value]) -> dtypes.ElemType:
+    ets = {v.etype for v in values if v is not None}
+    if len(ets) != 1:
+        raise fail(node, "inputs have mismatched element types: "
+                   + ", ".join(v.etype.name for v in values if v is not None))
+    return ets.pop()
+
+
+def broadcast(node: Node, shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
+    """Numpy (multidirectional) broadcasting. Two different symbolic dims are taken to be
+    equal (as onnxruntime does); the session checks dims bound to the same symbol at run time."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = [s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0]
+        cur: Dim = 1
+        for d in dims:
+            if d == 1:
+                continue
+            if cur == 1:
+                cur = d
+            elif isinstance(cur, int) and isinstance(d, int) and cur != d:
+                raise fail(node, "input shapes cannot be broadcast together: "
+                           + " vs ".join("(" + ", ".join(dim_repr(x) for x in s) + ")" for s in shapes))
+            elif isinstance(cur, Expr) and isinstance(d, int):
+                cur = d
+        out.append(cur)
+    return tuple(out)
+
+
+def numel(shape: Sequence[Dim]) -> Dim:
+    return product(shape)
+
+
+def contiguous_strides(shape: Sequence[Dim]) -> list[Dim]:
+    out: list[Dim] = []
+    acc: Dim = 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc = acc * d
+    return out[::-1]
+
+
+def broadcast_loops(out_shape: Sequence[Dim], in_shapes: Sequence[Sequence[Dim]]):
+    """Loop nest for an N-input broadcast: returns (dims, strides per input) with runs of
+    dims that every input treats alike merged into one, so most ops get a flat loop."""
+    rank = len(out_shape)
+    padded = [[1] * (rank - len(s)) + list(s) for s in in_shapes]
+    # per dim, per input: does the input advance along this dim?
+    moves = [[not (p[k] == 1 and out_shape[k] != 1) for p in padded] for k in range(rank)]
+    dims: list[Dim] = []
+    pattern: list[list[bool]] = []
+    for k in range(rank):
+        if out_shape[k] == 1:
+            continue
+        if dims and pattern[-1] == moves[k]:
+            dims[-1] = dims[-1] * out_shape[k]
+        else:
+            dims.append(out_shape[k])
+            pattern.append(moves[k])
+    strides = []
+    for i in range(len(in_shapes)):
+        st: list[Dim] = [0] * len(dims)
+        acc: Dim = 1
+        for k in reversed(range(len(dims))):
+            if pattern[k][i]:
+                st[k] = acc
+                acc = acc * dims[k]
+        strides.append(st)
+    return dims, strides
+
+
+def loop_params(out_shape: Sequence[Dim], in_shapes: Sequence[Sequence[Dim]]) -> dict:
+    """Template parameters for elementwise.c.j2-style loop nests."""
+    dims, strides = broadcast_loops(out_shape, in_shapes)
+    return {"dims": dims, "strides": strides, "out_strides": contiguous_strides(dims)}

@@ -1,0 +1,198 @@
+"""Stage 4: the static memory plan. A pure function: (Graph, per-node planning facts) -> MemoryPlan.
+
+1. Storage groups (union-find): views (Reshape, Flatten, ...) alias their input; elementwise
+   ops may write over an input that dies at that node (in-place). A group is read-only (a graph
+   input or a weight), bound to a graph output buffer, or placed in the arena.
+2. Liveness of each arena group: [first producer, last reader] in node order; node scratch
+   lives during its node only.
+3. Placement: greedy by size, lowest offset first. Sizes are symbolic polynomials; a candidate
+   offset is taken only when it is *provably* free of every overlapping block for all symbol
+   values, so one plan serves every batch size. Offsets are 64-byte aligned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .ir import Graph, Node, Value
+from .symbolic import Dim, align_up, dmax, evaluate, product, provably_le
+
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the planner needs to know about one node (from its OpSpec)."""
+    view: bool = False
+    inplace: tuple[tuple[int, int], ...] = ()
+    scratch: Dim = 0
+
+
+@dataclass
+class Block:
+    key: str          # "g<root value id>" or "s<node index>"
+    size: Dim
+    start: int
+    end: int
+    offset: Dim = 0
+
+
+@dataclass
+class MemoryPlan:
+    storage: dict[int, tuple]          # value id -> ("input", i) | ("overridable", i) | ("weight",)
+                                       #            | ("output", j) | ("arena", offset)
+    aliased_views: set[int]            # node indices whose view output shares its input's storage
+    copies: list[tuple[Value, int]]    # at the end: copy value into graph output j
+    scratch: dict[int, Dim]            # node index -> arena offset of its workspace
+    blocks: list[Block]
+    arena_bytes: Dim
+    hint: dict[str, int] = field(default_factory=dict)
+
+    def lower_bound(self, env: Mapping[str, int]) -> int:
+        """Largest sum of simultaneously live blocks: no plan can use less."""
+        if not self.blocks:
+            return 0
+        last = max(b.end for b in self.blocks)
+        best = 0
+        for t in range(last + 1):
+            best = max(best, sum(evaluate(b.size, env) for b in self.blocks if b.start <= t <= b.end))
+        return best
+
+    def arena_at(self, env: Mapping[str, int]) -> int:
+        return evaluate(self.arena_bytes, env)
+
+
+def nbytes(v: Value) -> Dim:
+    return product(v.shape) * v.etype.itemsize
+
+
+class _Groups:
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+        self.kind: dict[int, tuple] = {}
+
+    def find(self, x: int) -> int:
+        while self.parent.get(x, x) != x:
+            self.parent[x] = self.parent.get(self.parent[x], self.parent[x])
+            x = self.parent[x]
+        return x
+
+    def union(self, keep: int, other: int, kind: tuple) -> None:
+        a, b = self.find(keep), self.find(other)
+        self.parent[b] = a
+        self.kind[a] = kind
+
+
+def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, int] | None = None) -> MemoryPlan:
+    g = _Groups()
+    members: dict[int, list[Value]] = {}
+    for v in graph.values:
+        members[v.id] = [v]
+        if v.producer is None:
+            if v in graph.overridable:
+                g.kind[v.id] = ("overridable", graph.overridable.index(v))
+            elif v.is_input:
+                g.kind[v.id] = ("input", graph.inputs.index(v))
+            elif v.const is not None:
+                g.kind[v.id] = ("weight",)
+        else:
+            g.kind[v.id] = ("arena",)
+    copies: list[tuple[Value, int]] = []
+    for j, v in enumerate(graph.outputs):
+        root = g.find(v.id)
+        if g.kind[root][0] == "arena":
+            g.kind[root] = ("output", j)
+        else:  # an input, a weight, or an output listed twice
+            copies.append((v, j))
+
+    def last_use(root: int) -> int:
+        return max((c.index for m in members[root] for c in m.consumers), default=-1)
+
+    def merge(a: Value, b: Value) -> None:
+        ra, rb = g.find(a.id), g.find(b.id)
+        ka, kb = g.kind[ra], g.kind[rb]
+        kind = kb if kb[0] == "output" else ka
+        g.union(ra, rb, kind)
+        members[ra] = members[ra] + members.pop(rb)
+
+    aliased: set[int] = set()
+    scratch_sizes: dict[int, Dim] = {}
+    for node in graph.nodes:
+        f = facts(node)
+        if f.scratch != 0:
+            scratch_sizes[node.index] = f.scratch
+        if f.view and node.inputs[0] is not None and node.outputs[0] is not None:
+            x, y = node.inputs[0], node.outputs[0]
+            kx, ky = g.kind[g.find(x.id)][0], g.kind[g.find(y.id)][0]
+            if not (ky == "output" and kx != "arena"):
+                merge(x, y)
+                aliased.add(node.index)
+            continue
+        for oi, ii in f.inplace:
+            x, y = node.input(ii), node.outputs[oi] if oi < len(node.outputs) else None
+            if x is None or y is None:
+                continue
+            rx, ry = g.find(x.id), g.find(y.id)
+            kx, ky = g.kind[rx][0], g.kind[ry][0]
+            if rx == ry or kx not in ("arena", "output") or (kx == "output" and ky == "output"):
+                continue
+            if any(m.is_output for m in members[rx]) or last_use(rx) != node.index:
+                continue
+            if nbytes(x) != nbytes(y):
+                continue
+            merge(x, y)
+            break
+
+    storage: dict[int, tuple] = {}
+    blocks: list[Block] = []
+    block_of: dict[int, Block] = {}
+    for root, mem in members.items():
+        kind = g.kind[g.find(root)]
+        if kind[0] == "arena":
+            size = align_up(nbytes(mem[0]), ALIGN)  # members share one byte size
+            start = min(m.producer.index for m in mem if m.producer is not None)
+            end = max(start, last_use(root))
+            b = Block(f"g{root}", size, start, end)
+            blocks.append(b)
+            block_of[root] = b
+        for m in mem:
+            storage[m.id] = kind
+    for idx, size in scratch_sizes.items():
+        blocks.append(Block(f"s{idx}", align_up(size, ALIGN), idx, idx))
+
+    hint = dict(hint or {})
+    for b in blocks:
+        for s in _symbols(b.size):
+            hint.setdefault(s, 16)
+    arena = _place(blocks, hint)
+    for root, b in block_of.items():
+        for m in members[root]:
+            storage[m.id] = ("arena", b.offset)
+    scratch = {int(b.key[1:]): b.offset for b in blocks if b.key[0] == "s"}
+    return MemoryPlan(storage, aliased, copies, scratch, blocks, arena, hint)
+
+
+def _symbols(d: Dim) -> set:
+    return d.symbols() if not isinstance(d, int) else set()
+
+
+def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
+    order = sorted(blocks, key=lambda b: (-evaluate(b.size, hint), b.start, b.key))
+    placed: list[Block] = []
+    total_before: Dim = 0
+    for b in order:
+        live = [p for p in placed if p.start <= b.end and b.start <= p.end]
+        cands = sorted({0, *[p.offset + p.size for p in live]}, key=lambda c: (evaluate(c, hint), repr(c)))
+        chosen = None
+        for c in cands:
+            if all(provably_le(c + b.size, p.offset) or provably_le(p.offset + p.size, c) for p in live):
+                chosen = c
+                break
+        # the sum of everything placed so far is provably above every placed block
+        b.offset = chosen if chosen is not None else total_before
+        placed.append(b)
+        total_before = total_before + b.size
+    arena: Dim = 0
+    for b in placed:
+        arena = dmax(arena, b.offset + b.size)
+    return arena

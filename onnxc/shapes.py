@@ -1,0 +1,89 @@
+"""Stage 2: element types and shapes for every value, symbolic dims carried through.
+
+Graph inputs take their declared shapes: ``dim_value`` -> int, ``dim_param`` -> a symbol of
+that name, nothing -> a fresh symbol ``unk__N``. Each node's shape rule (its OpSpec.infer)
+derives its outputs. Free-dimension overrides replace symbols by integers.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import onnx
+
+from . import dtypes
+from .errors import InvalidGraph
+from .ir import Graph, Value
+from .ops import lookup
+from .symbolic import Dim, Expr, dim_repr, sym
+
+
+def declared_shape(vi: onnx.ValueInfoProto, fresh, overrides: Mapping[str, int]) -> tuple[Dim, ...] | None:
+    t = vi.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    out: list[Dim] = []
+    for d in t.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            out.append(int(overrides[d.dim_param]) if d.dim_param in overrides else sym(d.dim_param))
+        else:
+            out.append(fresh())
+    return tuple(out)
+
+
+def infer(graph: Graph, overrides: Mapping[str, int] | None = None) -> None:
+    overrides = dict(overrides or {})
+    counter = [0]
+
+    def fresh() -> Expr:
+        counter[0] += 1
+        return sym(f"unk__{counter[0]}")
+
+    for vi, v in _input_infos(graph):
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise InvalidGraph(f"graph input {vi.name!r} is not a tensor (sequence/map inputs come later)")
+        v.etype = dtypes.from_onnx(tt.elem_type, f" (graph input {vi.name!r})")
+        shape = declared_shape(vi, fresh, overrides)
+        if shape is None:
+            raise InvalidGraph(f"graph input {vi.name!r} has no shape; onnxc needs at least its rank")
+        if v.const is not None and v.shape is not None:
+            shape = v.shape   # overridable initializer: its own shape is the contract
+        v.shape = shape
+    for node in graph.nodes:
+        spec = lookup(node)
+        for i, v in enumerate(node.inputs):
+            if v is not None and (v.etype is None or v.shape is None):
+                raise InvalidGraph(f"{node.describe()}: input {i} ({v.name!r}) has no known type")
+        results = spec.infer(node)
+        for v, (et, shape) in zip(node.outputs, results):
+            if v is None:
+                continue
+            v.etype, v.shape = et, tuple(shape)
+            for d in v.shape:
+                if isinstance(d, int) and d < 0:
+                    raise InvalidGraph(f"{node.describe()}: output {v.name!r} would have a negative "
+                                       f"dimension {d}")
+    for vi, v in zip(graph.declared_outputs, graph.outputs):
+        _check_declared(vi, v)
+
+
+def _input_infos(graph: Graph):
+    by_name = {v.name: v for v in graph.inputs + graph.overridable}
+    for vi in graph.declared_inputs:
+        yield vi, by_name[vi.name]
+
+
+def _check_declared(vi: onnx.ValueInfoProto, v: Value) -> None:
+    tt = vi.type.tensor_type
+    if tt.elem_type and dtypes.from_onnx(tt.elem_type).onnx != v.etype.onnx:
+        raise InvalidGraph(f"graph output {vi.name!r} is declared {dtypes.from_onnx(tt.elem_type).name} "
+                           f"but computes {v.etype.name}")
+    if tt.HasField("shape") and len(tt.shape.dim) and len(tt.shape.dim) != len(v.shape):
+        raise InvalidGraph(f"graph output {vi.name!r} is declared with rank {len(tt.shape.dim)} but "
+                           f"computes shape ({', '.join(dim_repr(d) for d in v.shape)})")
+    for k, d in enumerate(tt.shape.dim if tt.HasField("shape") else ()):
+        if d.HasField("dim_value") and isinstance(v.shape[k], int) and d.dim_value != v.shape[k]:
+            raise InvalidGraph(f"graph output {vi.name!r} dim {k} is declared {d.dim_value} but "
+                               f"computes {v.shape[k]}")
