@@ -7,6 +7,7 @@ from pathlib import Path
 import onnx
 
 from . import build, emit, ir, loader, planner, shapes, weights
+from .passes.constants import fold_constant_nodes
 from .ops import lookup
 from .planner import NodeFacts
 from .version import __version__
@@ -38,7 +39,7 @@ def facts(node: ir.Node) -> NodeFacts:
 
 def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, module: str = "",
                   weights_mode: str = "incbin") -> Compiled:
-    graph = ir.from_model(proto)
+    graph = ir.from_model(fold_constant_nodes(proto))
     shapes.infer(graph, options.free_dims)
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)

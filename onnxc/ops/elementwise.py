@@ -38,6 +38,10 @@ def _minmax(op: str):
     return f
 
 
+def _clip01(v: str) -> str:
+    return f"({v} < 0 ? 0 : ({v} > 1 ? 1 : {v}))"  # NaN passes through
+
+
 def _div(n, et):
     if et.is_float:
         return "a0 / a1"
@@ -82,11 +86,10 @@ UNARY = {
     "Sin": (FLOATS, "sin(a0)"),
     "Cos": (FLOATS, "cos(a0)"),
     "Softplus": (FLOATS, "(a0 > 0 ? a0 + log1p(exp(-a0)) : log1p(exp(a0)))"),
-    "Sign": (NUMERIC, "(a0 > 0 ? 1 : (a0 < 0 ? -1 : 0))"),
+    "Sign": (NUMERIC, "(a0 > 0 ? 1 : (a0 < 0 ? -1 : a0))"),  # 0 and NaN map to themselves
     "LeakyRelu": (FLOATS, lambda n, et: f"(a0 < 0 ? ({float(n.attr('alpha', 0.01))!r}) * a0 : a0)"),
     "Elu": (FLOATS, lambda n, et: f"(a0 < 0 ? ({float(n.attr('alpha', 1.0))!r}) * expm1(a0) : a0)"),
-    "HardSigmoid": (FLOATS, lambda n, et: f"fmax(0, fmin(1, ({float(n.attr('alpha', 0.2))!r}) * a0 + "
-                                          f"({float(n.attr('beta', 0.5))!r})))"),
+    "HardSigmoid": (FLOATS, lambda n, et: _clip01(f"(({float(n.attr('alpha'))!r}) * a0 + ({float(n.attr('beta'))!r}))")),
     "Not": (BOOL, "!a0"),
 }
 
