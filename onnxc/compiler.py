@@ -1,6 +1,8 @@
 """The pipeline in a few lines: load -> infer -> optimise -> plan -> emit -> build."""
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from . import build, emit, ir, loader, planner, shapes, weights
 from .passes.constants import fold_constant_nodes
 from .ops import lookup
 from .planner import NodeFacts
+from .resources import runtime_dir, templates_dir
 from .version import __version__
 
 
@@ -47,12 +50,26 @@ def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, modul
     return Compiled(graph, plan, sources)
 
 
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """Hash of the generator itself (Python, templates, C runtime): a changed onnxc never
+    reuses a library built by another."""
+    h = hashlib.sha256()
+    roots = [Path(__file__).resolve().parent, templates_dir(), runtime_dir()]
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".j2", ".h", ".c") and p.is_file():
+                h.update(str(p.relative_to(root)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def build_library(model, options: Options = Options(), cache_dir: str | Path | None = None) -> Path:
     """Compile (or fetch from the cache) the library for a model; returns its published path."""
     tc = build.toolchain(options.portable, options.debug)   # a missing compiler fails here, first
     proto = loader.load(model)
     data = proto.SerializeToString(deterministic=True)
-    key = build.cache_key(data, options.key(), __version__, tc)
+    key = build.cache_key(data, options.key(), f"{__version__}+{code_fingerprint()}", tc)
     cache = Path(cache_dir) if cache_dir else build.default_cache_dir()
     modname = build.module_name(key)
 

@@ -1,7 +1,9 @@
 import numpy as np
+import onnx
 import pytest
 
-from util import check, make_node_model
+import onnxc
+from util import check, make_node_model, typed_outputs
 
 rng = np.random.default_rng(0)
 
@@ -38,6 +40,12 @@ def test_binary_broadcast(op, shapes):
     a, b = special(shapes[0]), special(shapes[1])
     if op == "Pow":
         a = np.abs(a)
+    if op == "Mean":  # onnx.reference's Mean accumulates in place and cannot broadcast
+        m = make_node_model(op, {"a": a, "b": b})
+        typed_outputs(m, [(a + b) / 2])
+        got = onnxc.InferenceSession(m.SerializeToString()).run(None, {"a": a, "b": b})[0]
+        np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6)
+        return
     check(make_node_model(op, {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-5)
 
 
@@ -55,9 +63,7 @@ def test_binary_int(op, dtype):
 def test_int_division_by_zero_does_not_crash():
     a = np.array([5, -7, np.iinfo(np.int32).min], np.int32)
     b = np.array([0, 0, -1], np.int32)
-    from util import run_both
-    import onnxc
-    m = make_node_model("Div", {"a": a, "b": b})
+    m = typed_outputs(make_node_model("Div", {"a": a, "b": b}), [a])
     got = onnxc.InferenceSession(m.SerializeToString()).run(None, {"a": a, "b": b})[0]
     assert got[2] == np.iinfo(np.int32).min
 
@@ -91,7 +97,7 @@ def test_clip(opset):
 def test_symbolic_batch_chain():
     x = special((7, 4))
     m = make_node_model("Relu", {"x": x}, input_shapes={"x": ["N", 4]})
-    import onnxc
+    m.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, ["N", 4]))
     s = onnxc.InferenceSession(m.SerializeToString())
     assert s.get_inputs()[0].shape == ["N", 4]
     for n in (1, 7, 32):
