@@ -1,0 +1,174 @@
+"""Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp.
+
+The input's dims are split into kept (K) and reduced (R) runs; static 1-dims are dropped and
+neighbours of one class merged. If the innermost run is reduced, each output element reduces
+a contiguous stretch ("inner" mode); if it is kept, a block of up to LANES neighbouring outputs
+is accumulated together so the innermost loop is contiguous and vectorises ("lanes" mode).
+
+Each op is an accumulator: C type, initial value, update statement ($ACC, v), final expression
+($ACC, $COUNT; or of a double ``r`` = rfin). Float sums accumulate in double. Integer sums and
+products wrap like numpy's (modular, done in uint64). ReduceLogSumExp first finds the maximum of the finite values
+($M), as onnx.reference does. With noop_with_empty_axes and no axes the output is the input
+(the ONNX spec; onnxruntime does the same).
+"""
+from __future__ import annotations
+
+from .. import dtypes
+from ..errors import NotImplemented as OrtNotImplemented
+from ..symbolic import Dim, product
+from .cast import convert
+from .common import attr_ints, const_input, contiguous_strides, fail, norm_axis
+from .registry import OpSpec, register
+
+LANES = 64
+D = dtypes.BY_NAME
+FLOATS = (D["float"], D["double"])
+INTS = tuple(D[n] for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
+
+
+def limits(et: dtypes.ElemType) -> tuple[str, str]:
+    if et.is_float:
+        return "-INFINITY", "INFINITY"
+    if et == dtypes.BOOL:
+        return "0", "1"
+    bits = et.itemsize * 8
+    if et.is_signed:
+        return f"INT{bits}_MIN", f"INT{bits}_MAX"
+    return "0", f"UINT{bits}_MAX"
+
+
+def accumulator(op: str, et: dtypes.ElemType) -> dict:
+    """C snippets for one reduction: A (acc type), init, upd (statement), fin (expression)."""
+    T = et.c
+    lo, hi = limits(et)
+    f = "f" if T == "float" else ""
+    if op in ("Max", "Min"):
+        cmp = ">" if op == "Max" else "<"
+        nan = " || v != v" if et.is_float else ""      # NaN wins, as in numpy
+        return {"A": T, "init": lo if op == "Max" else hi, "upd": f"if (v {cmp} $ACC{nan}) $ACC = v;", "rfin": None,
+                "fin": "$ACC"}
+    if et.is_float:
+        acc = {
+            "Sum": ("0", "$ACC += v;", "$ACC"),
+            "Mean": ("0", "$ACC += v;", "$ACC / (double)($COUNT)"),
+            "Prod": ("1", "$ACC *= v;", "$ACC"),
+            "L1": ("0", "$ACC += fabs((double)v);", "$ACC"),
+            "L2": ("0", "$ACC += (double)v * v;", "sqrt($ACC)"),
+            "SumSquare": ("0", "$ACC += (double)v * v;", "$ACC"),
+            "LogSum": ("0", "$ACC += v;", "log($ACC)"),
+            "LogSumExp": ("0", f"$ACC += exp{f}(v - $M);", f"({T})log($ACC) + $M"),
+        }[op]
+        return {"A": "double", "init": acc[0], "upd": acc[1], "rfin": None, "fin": f"({T})({acc[2]})"}
+    # integers: uint64 arithmetic is modular, so these wrap exactly like numpy's in-type sums
+    sq = f"(uint64_t)({T})((uint64_t)v * (uint64_t)v)"        # the square, wrapped in T
+    if op == "L2" and et.is_signed:
+        sq = f"(uint64_t)(int64_t)({T})((uint64_t)v * (uint64_t)v)"
+    acc = {
+        "Sum": ("$ACC += (uint64_t)v;", f"({T})$ACC"),
+        "Mean": ("$ACC += (uint64_t)v;", None),
+        "Prod": ("$ACC *= (uint64_t)v;", f"({T})$ACC"),
+        "L1": ("$ACC += (uint64_t)v;" if not et.is_signed else
+               "$ACC += v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;", f"({T})$ACC"),
+        "SumSquare": (f"$ACC += {sq};", f"({T})$ACC"),
+        "L2": (f"$ACC += {sq};", None),
+        "LogSum": ("$ACC += (uint64_t)v;", None),
+        "LogSumExp": ("$ACC += (uint64_t)v;", None),
+    }[op]
+    if op == "LogSumExp":
+        raise OrtNotImplemented(f"ReduceLogSumExp on {et.name} is not supported (float, double)")
+    init = "1" if op == "Prod" else "0"
+    fin = acc[1]
+    if fin is None:   # through double, then a conversion defined for every value
+        total = f"(double)({T})$ACC" if op in ("Mean", "LogSum") else (
+            "(double)(int64_t)$ACC" if et.is_signed else "(double)$ACC")
+        expr = {"Mean": f"(($COUNT) > 0 ? {total} / (double)($COUNT) : 0.0)", "L2": f"sqrt({total})",
+                "LogSum": f"log({total})"}[op]
+        return {"A": "uint64_t", "init": init, "upd": acc[0], "rfin": expr, "fin": convert("r", D["double"], et)}
+    return {"A": "uint64_t", "init": init, "upd": acc[0], "rfin": None, "fin": fin}
+
+
+class Reduce(OpSpec):
+    template = "reduce.c.j2"
+    fn = "Sum"
+    axes_input_since = 18
+
+    def types(self, node):
+        t = FLOATS + INTS
+        if self.fn in ("Max", "Min") and node.opset >= 20:
+            t = t + (dtypes.BOOL,)
+        return t
+
+    def axes(self, node) -> list[int] | None:
+        """Normalised axes to reduce; None means 'no reduction' (noop_with_empty_axes)."""
+        x = node.inputs[0]
+        if node.opset >= self.axes_input_since:
+            arr = const_input(node, 1, "axes") if node.input(1) is not None else None
+            axes = None if arr is None else [int(a) for a in arr.reshape(-1).tolist()]
+            noop = int(node.attr("noop_with_empty_axes", 0)) == 1
+        else:
+            axes, noop = attr_ints(node, "axes"), False
+        if not axes:
+            return None if noop else list(range(x.rank))
+        norm = [norm_axis(node, a, x.rank, f"axes value {a}") for a in axes]
+        if len(set(norm)) != len(norm):
+            raise fail(node, f"axes {axes} name a dimension more than once")
+        return sorted(norm)
+
+    def infer(self, node):
+        x = node.inputs[0]
+        if x.etype not in self.types(node):
+            raise OrtNotImplemented(f"{node.describe()}: element type {x.etype.name} is not supported "
+                                    f"(supported: {', '.join(t.name for t in self.types(node))})")
+        axes = self.axes(node)
+        if axes is None:
+            return [(x.etype, x.shape)]
+        keep = int(node.attr("keepdims", 1)) == 1
+        out = [1 if k in axes else d for k, d in enumerate(x.shape) if keep or k not in axes]
+        return [(x.etype, tuple(out))]
+
+    def params(self, node):
+        x = node.inputs[0]
+        axes = self.axes(node)
+        if axes is None:
+            return {"mode": "copy"}
+        return {**reduce_params(list(x.shape), axes), **accumulator(self.fn, x.etype),
+                "two_pass": self.fn == "LogSumExp", "lanes": LANES}
+
+
+def reduce_params(shape: list[Dim], axes: list[int]) -> dict:
+    """Loop structure for reducing ``axes`` of a contiguous tensor into a contiguous output."""
+    runs: list[list] = []          # [size, reduced?]
+    for k, d in enumerate(shape):
+        if isinstance(d, int) and d == 1:
+            continue
+        red = k in axes
+        if runs and runs[-1][1] == red:
+            runs[-1][0] = runs[-1][0] * d
+        else:
+            runs.append([d, red])
+    sizes = [r[0] for r in runs]
+    istr = contiguous_strides(sizes)
+    kept = [i for i, r in enumerate(runs) if not r[1]]
+    ostr = dict(zip(kept, contiguous_strides([sizes[i] for i in kept])))
+    count = product(shape[a] for a in axes)
+    rdims = [{"n": sizes[i], "s": istr[i]} for i, r in enumerate(runs) if r[1]]
+    lanes = bool(runs) and not runs[-1][1]
+    kouter = kept[:-1] if lanes else kept
+    return {
+        "mode": "lanes" if lanes else "inner",
+        "kdims": [{"n": sizes[i], "s": istr[i], "o": ostr[i]} for i in kouter],
+        "rdims": rdims,
+        "lane_n": sizes[-1] if lanes else 1,
+        "count": count,
+        "work": product(shape),
+    }
+
+
+def _make(fn: str, since: int):
+    cls = type(f"Reduce{fn}", (Reduce,), {"op_type": f"Reduce{fn}", "fn": fn, "axes_input_since": since})
+    return register(cls)
+
+
+for _fn in ("Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare", "LogSum", "LogSumExp"):
+    _make(_fn, 18)
+_make("Sum", 13)

@@ -1,0 +1,61 @@
+"""Softmax and LogSoftmax, numerically stable (the row maximum is subtracted first).
+
+Before opset 13 the input is coerced to 2-D at ``axis`` (default 1) and each row of
+prod(shape[axis:]) elements is normalised; from 13 the op works along one axis (default -1).
+Either way the kernel sees (outer, D, inner): D elements with stride ``inner``.
+NaN anywhere in a row makes the whole row NaN, +inf too (inf - inf), as in onnx.reference.
+"""
+from __future__ import annotations
+
+from .. import dtypes
+from ..errors import NotImplemented as OrtNotImplemented
+from ..symbolic import product
+from .common import fail, norm_axis
+from .registry import OpSpec, register
+
+FLOATS = (dtypes.BY_NAME["float"], dtypes.BY_NAME["double"])
+LANES = 64   # columns handled together when the axis is not the innermost one
+
+
+class _Softmax(OpSpec):
+    template = "softmax.c.j2"
+    log = False
+
+    def infer(self, node):
+        x = node.inputs[0]
+        if x.etype not in FLOATS:
+            raise OrtNotImplemented(f"{node.describe()}: element type {x.etype.name} is not supported "
+                                    "(float, double)")
+        if x.rank == 0:
+            raise fail(node, "input must have rank >= 1")
+        self._split(node)
+        return [(x.etype, x.shape)]
+
+    def _split(self, node):
+        x = node.inputs[0]
+        default = 1 if node.opset < 13 else -1
+        axis = norm_axis(node, int(node.attr("axis", default)), x.rank)
+        if node.opset < 13:   # coerce to 2-D: rows of prod(shape[axis:])
+            return product(x.shape[:axis]), product(x.shape[axis:]), 1
+        return product(x.shape[:axis]), x.shape[axis], product(x.shape[axis + 1:])
+
+    def params(self, node):
+        x = node.inputs[0]
+        outer, d, inner = self._split(node)
+        f = "f" if x.etype.c == "float" else ""
+        return {"outer": outer, "d": d, "inner": inner, "log": self.log, "exp": "exp" + f,
+                "logf": "log" + f, "lanes": LANES, "work": product(x.shape)}
+
+    def inplace(self, node):
+        return [(0, 0)]
+
+
+@register
+class Softmax(_Softmax):
+    op_type = "Softmax"
+
+
+@register
+class LogSoftmax(_Softmax):
+    op_type = "LogSoftmax"
+    log = True
