@@ -1,0 +1,487 @@
+/* onnxc GEMM kernels: C99 (+ GCC vector extensions where available), no allocation, no globals.
+ *
+ *   onnxc_sgemm   float, packed + cache-blocked + register-blocked, OpenMP over blocks
+ *   onnxc_dgemm   double, simple row-wise kernel (no workspace)
+ *   onnxc_igemm_<T> exact integer C = A * B (int32/int64/uint32/uint64), wrapping
+ *
+ * Layout for all: row-major. op(A) is M x K (A stored M x K, or K x M when transA);
+ * op(B) is K x N (B stored K x N, or N x K when transB); C is M x N with leading dim ldc.
+ * C = alpha * op(A) op(B) + beta * C; when beta == 0, C is written without being read.
+ *
+ * onnxc_sgemm takes a workspace of ONNXC_SGEMM_WORK_BYTES(M, N, K) bytes (packed panels).
+ * onnxc/ops/gemm.py computes the same bound for the memory planner (see sgemm_work_bytes):
+ * keep the two in step. Micro-kernels for other ISAs plug in behind this interface by
+ * defining ONNXC_SGEMM_MR/NR and onnxc__sgemm_kernel (MR, NR <= the *_MAX bounds below).
+ */
+#ifndef ONNXC_GEMM_H
+#define ONNXC_GEMM_H
+
+#include "onnxc_runtime.h"
+
+#if defined(__GNUC__)
+#define ONNXC_GEMM_FN static __attribute__((unused, noinline))
+#define ONNXC_GEMM_INL static inline __attribute__((always_inline))
+#else
+#define ONNXC_GEMM_FN static
+#define ONNXC_GEMM_INL static inline
+#endif
+
+/* ---- blocking (shared with onnxc/ops/gemm.py) ---------------------------------------------- */
+#define ONNXC_SGEMM_KC 256       /* depth of a packed block: A and B micro-panels stay in L1/L2 */
+#define ONNXC_SGEMM_MC 192       /* rows of A per L2-resident block (multiple of every MR) */
+#define ONNXC_SGEMM_MCH 1024     /* rows of A packed at once (one chunk shared by all threads) */
+#define ONNXC_SGEMM_NC 1536      /* columns of B packed at once (L3-resident) */
+#define ONNXC_SGEMM_MR_MAX 16
+#define ONNXC_SGEMM_NR_MAX 64
+
+static inline int64_t onnxc__gmin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Workspace bytes for onnxc_sgemm(M, N, K): an A chunk and a B block, each padded to the
+ * register block, plus 64 bytes of alignment slack for each. */
+#define ONNXC_SGEMM_WORK_BYTES(M, N, K)                                                         \
+    ((int64_t)4 * ((onnxc__gmin((M), ONNXC_SGEMM_MCH) + ONNXC_SGEMM_MR_MAX) *                   \
+                       onnxc__gmin((K), ONNXC_SGEMM_KC) +                                       \
+                   onnxc__gmin((K), ONNXC_SGEMM_KC) *                                           \
+                       (onnxc__gmin((N), ONNXC_SGEMM_NC) + ONNXC_SGEMM_NR_MAX)) + 128)
+
+/* Below this many multiply-adds a GEMM stays on one thread. */
+#ifndef ONNXC_GEMM_PAR_MIN
+#define ONNXC_GEMM_PAR_MIN 262144
+#endif
+
+/* ---- register block ------------------------------------------------------------------------ */
+#if defined(__GNUC__) && !defined(ONNXC_GEMM_PLAIN_C)
+#define ONNXC_GEMM_VEC 1
+#if defined(__AVX512F__)
+#define ONNXC_SGEMM_VL 16
+#define ONNXC_SGEMM_MR 8
+#define ONNXC_SGEMM_NV 3
+#elif defined(__AVX__)
+#define ONNXC_SGEMM_VL 8
+#define ONNXC_SGEMM_MR 6
+#define ONNXC_SGEMM_NV 2
+#elif defined(__aarch64__)
+#define ONNXC_SGEMM_VL 4
+#define ONNXC_SGEMM_MR 8
+#define ONNXC_SGEMM_NV 3
+#else
+#define ONNXC_SGEMM_VL 4
+#define ONNXC_SGEMM_MR 6
+#define ONNXC_SGEMM_NV 2
+#endif
+typedef float onnxc_vf __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
+#define ONNXC_SGEMM_NR (ONNXC_SGEMM_VL * ONNXC_SGEMM_NV)
+
+ONNXC_GEMM_INL onnxc_vf onnxc__vload(const float *p)
+{
+    onnxc_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+ONNXC_GEMM_INL void onnxc__vstore(float *p, onnxc_vf v) { memcpy(p, &v, sizeof v); }
+#else
+#define ONNXC_SGEMM_MR 4
+#define ONNXC_SGEMM_NR 8
+#endif
+
+#if ONNXC_SGEMM_MR > ONNXC_SGEMM_MR_MAX || ONNXC_SGEMM_NR > ONNXC_SGEMM_NR_MAX || \
+    ONNXC_SGEMM_MC % ONNXC_SGEMM_MR != 0
+#error "onnxc_gemm.h: register block exceeds the workspace bounds"
+#endif
+
+/* Store an MR x NR accumulator tile (row-major in acc) to C: C = alpha*acc + beta*C. */
+ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t rsc, int64_t csc,
+                                            int mr, int nr, float alpha, float beta)
+{
+    for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; ++j) {
+            const float v = alpha * acc[i * ONNXC_SGEMM_NR + j];
+            float *p = c + i * rsc + j * csc;
+            *p = beta == 0.0f ? v : v + beta * *p;
+        }
+}
+
+#if defined(ONNXC_GEMM_VEC)
+/* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
+ * element (i, j) of C at c[i*rsc + j*csc]. */
+ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
+                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                        float alpha, float beta)
+{
+    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            acc[i][j] = (onnxc_vf){0};
+    for (int64_t k = 0; k < kc; ++k) {
+        onnxc_vf bv[ONNXC_SGEMM_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            bv[j] = *(const onnxc_vf *)(b + j * ONNXC_SGEMM_VL);   /* packed: aligned */
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+            const float av = a[i];
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                acc[i][j] += av * bv[j];
+        }
+        a += ONNXC_SGEMM_MR;
+        b += ONNXC_SGEMM_NR;
+    }
+    if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR && csc == 1) {
+        if (beta == 0.0f) {
+#pragma GCC unroll 16
+            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+                for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                    onnxc__vstore(c + i * rsc + j * ONNXC_SGEMM_VL, alpha * acc[i][j]);
+        } else {
+#pragma GCC unroll 16
+            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+                for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
+                    float *p = c + i * rsc + j * ONNXC_SGEMM_VL;
+                    onnxc__vstore(p, alpha * acc[i][j] + beta * onnxc__vload(p));
+                }
+        }
+        return;
+    }
+    float tmp[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
+    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL, acc[i][j]);
+    onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
+}
+#else
+ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
+                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                        float alpha, float beta)
+{
+    float acc[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
+    for (int t = 0; t < ONNXC_SGEMM_MR * ONNXC_SGEMM_NR; ++t)
+        acc[t] = 0.0f;
+    for (int64_t k = 0; k < kc; ++k) {
+        float bk[ONNXC_SGEMM_NR];
+        for (int j = 0; j < ONNXC_SGEMM_NR; ++j)
+            bk[j] = b[j];
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+            const float ai = a[i];
+            for (int j = 0; j < ONNXC_SGEMM_NR; ++j)
+                acc[i * ONNXC_SGEMM_NR + j] += ai * bk[j];
+        }
+        a += ONNXC_SGEMM_MR;
+        b += ONNXC_SGEMM_NR;
+    }
+    onnxc__sgemm_store_tail(acc, c, rsc, csc, mr, nr, alpha, beta);
+}
+#endif
+
+/* ---- packing ------------------------------------------------------------------------------ */
+#if defined(ONNXC_GEMM_VEC)
+typedef float onnxc_v8f __attribute__((vector_size(32)));
+typedef int32_t onnxc_v8i __attribute__((vector_size(32)));
+#define ONNXC__SHUF(x, y, ...) __builtin_shuffle((x), (y), (onnxc_v8i){__VA_ARGS__})
+
+/* dst[c*dst_stride + r] = src[r*src_stride + c] for an 8 x 8 block (packing row-major panels
+ * into k-major order; the shuffles become unpck/shuf/perm instructions). */
+ONNXC_GEMM_INL void onnxc__transpose8x8(const float *src, int64_t src_stride, float *dst, int64_t dst_stride)
+{
+    onnxc_v8f r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i)
+        memcpy(&r[i], src + i * src_stride, sizeof r[i]);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = ONNXC__SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = ONNXC__SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; ++h) {
+            u[i + 2 * h] = ONNXC__SHUF(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[i + 2 * h + 1] = ONNXC__SHUF(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    for (int i = 0; i < 4; ++i) {
+        const onnxc_v8f lo = ONNXC__SHUF(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        const onnxc_v8f hi = ONNXC__SHUF(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+        memcpy(dst + i * dst_stride, &lo, sizeof lo);
+        memcpy(dst + (i + 4) * dst_stride, &hi, sizeof hi);
+    }
+}
+#endif
+
+/* Pack n (<= W) lines of a strided matrix, element (l, k) at x[l*ls + k*ks], into kc groups of
+ * W values (k-major), zero padding lines n..W-1. Used for A panels (W = MR, lines = rows) and B
+ * panels (W = NR, lines = columns). */
+ONNXC_GEMM_INL void onnxc__sgemm_pack(int64_t n, int64_t kc, const float *x, int64_t ls, int64_t ks,
+                                      float *restrict out, const int W)
+{
+    if (n == W && ls == 1) { /* lines adjacent: copy W values per k */
+        for (int64_t k = 0; k < kc; ++k)
+            memcpy(out + k * W, x + k * ks, sizeof(float) * W);
+        return;
+    }
+    int64_t k0 = 0;
+#if defined(ONNXC_GEMM_VEC)
+    if (n == W && ks == 1 && W % 8 == 0) { /* lines contiguous in k: 8 x 8 transposes */
+        const int64_t k8 = kc / 8 * 8;
+        for (int l = 0; l < W; l += 8)   /* 8 lines at a time: few streams for the prefetcher */
+            for (int64_t k = 0; k < k8; k += 8)
+                onnxc__transpose8x8(x + l * ls + k, ls, out + k * W + l, W);
+        k0 = k8;
+    }
+#endif
+    for (int64_t l = 0; l < W; ++l) {
+        if (l < n) {
+            const float *xl = x + l * ls;
+            for (int64_t k = k0; k < kc; ++k)
+                out[k * W + l] = xl[k * ks];
+        } else {
+            for (int64_t k = k0; k < kc; ++k)
+                out[k * W + l] = 0.0f;
+        }
+    }
+}
+
+/* ---- matrix-vector products (one side of the GEMM is a vector) ----------------------------- *
+ * y[j*incy] = alpha * sum_k x[k*incx] * m[k*sk + j*sj] + beta * y[j*incy],  j < n.
+ * Defined per type by a macro so float, double and the integer types share it; STORE(acc, old)
+ * makes the stored value. */
+#define ONNXC__GEMV_CHUNK 256
+#define ONNXC__DEFINE_GEMV(NAME, T, AL, STORE)                                                  \
+    ONNXC_GEMM_FN void NAME(int64_t n, int64_t K, AL alpha, const T *x, int64_t incx,          \
+                            const T *m, int64_t sk, int64_t sj, AL beta, T *y, int64_t incy,  \
+                            int nt)                                                            \
+    {                                                                                          \
+        const int64_t nchunks = (n + ONNXC__GEMV_CHUNK - 1) / ONNXC__GEMV_CHUNK;               \
+        (void)alpha; (void)beta; (void)nt;                                                     \
+        _Pragma("omp parallel for num_threads(nt) if(n * K >= ONNXC_GEMM_PAR_MIN)")            \
+        for (int64_t ch = 0; ch < nchunks; ++ch) {                                             \
+            const int64_t j0 = ch * ONNXC__GEMV_CHUNK;                                         \
+            const int64_t nj = onnxc__gmin(ONNXC__GEMV_CHUNK, n - j0);                         \
+            T acc[ONNXC__GEMV_CHUNK];                                                          \
+            if (sj == 1) { /* rows of m are contiguous: axpy form */                           \
+                for (int64_t j = 0; j < nj; ++j)                                               \
+                    acc[j] = 0;                                                                \
+                for (int64_t k = 0; k < K; ++k) {                                              \
+                    const T xv = x[k * incx];                                                  \
+                    const T *mr = m + k * sk + j0;                                             \
+                    for (int64_t j = 0; j < nj; ++j)                                           \
+                        acc[j] += xv * mr[j];                                                  \
+                }                                                                              \
+            } else { /* dot products */                                                        \
+                for (int64_t j = 0; j < nj; ++j)                                               \
+                    acc[j] = NAME##_dot(K, x, incx, m + (j0 + j) * sj, sk);                    \
+            }                                                                                  \
+            for (int64_t j = 0; j < nj; ++j) {                                                 \
+                T *yp = y + (j0 + j) * incy;                                                   \
+                const T s = acc[j];                                                            \
+                *yp = STORE(s, *yp);                                                           \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+#define ONNXC__DEFINE_DOT(NAME, T)                                                              \
+    ONNXC_GEMM_INL T NAME(int64_t K, const T *x, int64_t incx, const T *m, int64_t sk)         \
+    {                                                                                          \
+        T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                      \
+        int64_t k = 0;                                                                         \
+        if (incx == 1 && sk == 1)                                                              \
+            for (; k + 4 <= K; k += 4) {                                                       \
+                s0 += x[k] * m[k];                                                             \
+                s1 += x[k + 1] * m[k + 1];                                                     \
+                s2 += x[k + 2] * m[k + 2];                                                     \
+                s3 += x[k + 3] * m[k + 3];                                                     \
+            }                                                                                  \
+        for (; k < K; ++k)                                                                     \
+            s0 += x[k * incx] * m[k * sk];                                                     \
+        return (s0 + s1) + (s2 + s3);                                                          \
+    }
+
+/* float dot: vector accumulators (gcc does not vectorise a float reduction without -ffast-math) */
+ONNXC_GEMM_INL float onnxc__sgemv_dot(int64_t K, const float *x, int64_t incx, const float *m, int64_t sk)
+{
+    int64_t k = 0;
+    float s = 0.0f;
+#if defined(ONNXC_GEMM_VEC)
+    if (incx == 1 && sk == 1 && K >= 4 * ONNXC_SGEMM_VL) {
+        onnxc_vf v0 = {0}, v1 = {0}, v2 = {0}, v3 = {0};
+        for (; k + 4 * ONNXC_SGEMM_VL <= K; k += 4 * ONNXC_SGEMM_VL) {
+            v0 += onnxc__vload(x + k) * onnxc__vload(m + k);
+            v1 += onnxc__vload(x + k + ONNXC_SGEMM_VL) * onnxc__vload(m + k + ONNXC_SGEMM_VL);
+            v2 += onnxc__vload(x + k + 2 * ONNXC_SGEMM_VL) * onnxc__vload(m + k + 2 * ONNXC_SGEMM_VL);
+            v3 += onnxc__vload(x + k + 3 * ONNXC_SGEMM_VL) * onnxc__vload(m + k + 3 * ONNXC_SGEMM_VL);
+        }
+        v0 = (v0 + v1) + (v2 + v3);
+        for (int l = 0; l < ONNXC_SGEMM_VL; ++l)
+            s += v0[l];
+    }
+#endif
+    for (; k < K; ++k)
+        s += x[k * incx] * m[k * sk];
+    return s;
+}
+
+#define ONNXC__STORE_FP(s, old) (beta == 0 ? alpha * (s) : alpha * (s) + beta * (old))
+#define ONNXC__STORE_EXACT(s, old) (s)
+
+ONNXC__DEFINE_GEMV(onnxc__sgemv, float, float, ONNXC__STORE_FP)
+ONNXC__DEFINE_DOT(onnxc__dgemv_dot, double)
+ONNXC__DEFINE_GEMV(onnxc__dgemv, double, double, ONNXC__STORE_FP)
+
+/* ---- SGEMM --------------------------------------------------------------------------------- */
+ONNXC_GEMM_INL float *onnxc__align64(void *p)
+{
+    return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+/* Blocked product on packed panels: C(i, j) at C[i*rsc + j*csc], op(A)(i, k) at A[i*ars + k*acs],
+ * op(B)(k, j) at B[k*brs + j*bcs]. Loops: A chunks of MCH rows -> depth blocks of KC (pack the
+ * A chunk) -> B blocks of NC columns (pack) -> tiles (MC rows x column group) over threads ->
+ * micro-kernels (a B micro-panel stays in L1 while the A block streams from L2). */
+ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                        int64_t ars, int64_t acs, const float *B, int64_t brs,
+                                        int64_t bcs, float beta, float *C, int64_t rsc, int64_t csc,
+                                        void *work, int nt)
+{
+    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
+    const int64_t mchmax = onnxc__gmin(M, ONNXC_SGEMM_MCH);
+    float *const Ap = onnxc__align64(work);
+    float *const Bp = onnxc__align64(Ap + ((mchmax + ONNXC_SGEMM_MR - 1) / ONNXC_SGEMM_MR) *
+                                              ONNXC_SGEMM_MR * kcmax);
+    const int par = nt > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN;
+    (void)par;
+
+#pragma omp parallel num_threads(nt) if(par)
+    for (int64_t ic0 = 0; ic0 < M; ic0 += ONNXC_SGEMM_MCH) {
+        const int64_t mch = onnxc__gmin(ONNXC_SGEMM_MCH, M - ic0);
+        const int64_t npa = (mch + ONNXC_SGEMM_MR - 1) / ONNXC_SGEMM_MR;   /* A panels */
+        const int64_t nmb = (mch + ONNXC_SGEMM_MC - 1) / ONNXC_SGEMM_MC;   /* L2 row blocks */
+        for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+            const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+            const float bet = pc == 0 ? beta : 1.0f;
+            for (int64_t jc = 0; jc < N; jc += ONNXC_SGEMM_NC) {
+                const int64_t nc = onnxc__gmin(ONNXC_SGEMM_NC, N - jc);
+                const int64_t npb = (nc + ONNXC_SGEMM_NR - 1) / ONNXC_SGEMM_NR;
+                const int64_t npa_now = jc == 0 ? npa : 0;   /* the A chunk is packed once */
+                /* more column groups than 1 when threads outnumber row blocks */
+                int64_t nnb = 1;
+                if (nt > 1 && nmb < 4 * nt)
+                    nnb = onnxc__gmin(npb, (4 * nt + nmb - 1) / nmb);
+                const int64_t pper = (npb + nnb - 1) / nnb;
+#pragma omp for schedule(static)
+                for (int64_t t = 0; t < npa_now + npb; ++t) {
+                    if (t < npa_now) {
+                        const int64_t i = t * ONNXC_SGEMM_MR;
+                        onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, mch - i), kc,
+                                          A + (ic0 + i) * ars + pc * acs, ars, acs, Ap + i * kc,
+                                          ONNXC_SGEMM_MR);
+                    } else {
+                        const int64_t j = (t - npa_now) * ONNXC_SGEMM_NR;
+                        onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_NR, nc - j), kc,
+                                          B + pc * brs + (jc + j) * bcs, bcs, brs, Bp + j * kc,
+                                          ONNXC_SGEMM_NR);
+                    }
+                }
+#pragma omp for schedule(static)
+                for (int64_t t = 0; t < nmb * nnb; ++t) {
+                    const int64_t i0 = (t / nnb) * ONNXC_SGEMM_MC;
+                    const int64_t i1 = onnxc__gmin(i0 + ONNXC_SGEMM_MC, mch);
+                    const int64_t p0 = (t % nnb) * pper, p1 = onnxc__gmin(p0 + pper, npb);
+                    for (int64_t p = p0; p < p1; ++p) {
+                        const int64_t j = p * ONNXC_SGEMM_NR;
+                        const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, nc - j);
+                        for (int64_t i = i0; i < i1; i += ONNXC_SGEMM_MR) {
+                            const int mr = (int)onnxc__gmin(ONNXC_SGEMM_MR, mch - i);
+                            onnxc__sgemm_kernel(kc, Ap + i * kc, Bp + j * kc,
+                                                C + (ic0 + i) * rsc + (jc + j) * csc, rsc, csc, mr, nr,
+                                                alpha, bet);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+ONNXC_GEMM_INL int64_t onnxc__roundup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+                               const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                               float *C, int64_t ldc, void *work, int num_threads)
+{
+    /* element (i, k) of op(A) at A[i*ars + k*acs]; (k, j) of op(B) at B[k*brs + j*bcs] */
+    const int64_t ars = transA ? 1 : lda, acs = transA ? lda : 1;
+    const int64_t brs = transB ? 1 : ldb, bcs = transB ? ldb : 1;
+    const int nt = num_threads > 0 ? num_threads : 1;
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j)
+                C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    if (M == 1) { /* row vector times matrix: no packing */
+        onnxc__sgemv(N, K, alpha, A, acs, B, brs, bcs, beta, C, 1, nt);
+        return;
+    }
+    if (N == 1) { /* matrix times column vector */
+        onnxc__sgemv(M, K, alpha, B, brs, A, acs, ars, beta, C, ldc, nt);
+        return;
+    }
+    /* Register tiles pad M to MR and N to NR. When N is small (a 7x7 feature map) computing
+     * C^T = op(B)^T op(A)^T wastes less; its tiles are stored transposed. */
+    const double area = (double)onnxc__roundup(M, ONNXC_SGEMM_MR) * onnxc__roundup(N, ONNXC_SGEMM_NR);
+    const double area_t = (double)onnxc__roundup(N, ONNXC_SGEMM_MR) * onnxc__roundup(M, ONNXC_SGEMM_NR);
+    const int fits = onnxc__gmin(N, ONNXC_SGEMM_MCH) + onnxc__gmin(M, ONNXC_SGEMM_NC) <=
+                     onnxc__gmin(M, ONNXC_SGEMM_MCH) + onnxc__gmin(N, ONNXC_SGEMM_NC); /* workspace */
+    if (area_t < 0.9 * area && fits)
+        onnxc__sgemm_blocked(N, M, K, alpha, B, bcs, brs, A, acs, ars, beta, C, 1, ldc, work, nt);
+    else
+        onnxc__sgemm_blocked(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, 1, work, nt);
+}
+
+/* ---- DGEMM: one row of C at a time (axpy or dot form), parallel over rows ------------------ */
+ONNXC_GEMM_FN void onnxc_dgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha,
+                               const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+                               double *C, int64_t ldc, void *work, int num_threads)
+{
+    const int64_t ars = transA ? 1 : lda, acs = transA ? lda : 1;
+    const int64_t brs = transB ? 1 : ldb, bcs = transB ? ldb : 1;
+    const int nt = num_threads > 0 ? num_threads : 1;
+    (void)work;
+    if (M <= 0 || N <= 0)
+        return;
+    if (M == 1 || (double)N * (double)K >= ONNXC_GEMM_PAR_MIN) {
+        for (int64_t i = 0; i < M; ++i)
+            onnxc__dgemv(N, K, alpha, A + i * ars, acs, B, brs, bcs, beta, C + i * ldc, 1, nt);
+        return;
+    }
+#pragma omp parallel for num_threads(nt) if((double)M * N * K >= ONNXC_GEMM_PAR_MIN)
+    for (int64_t i = 0; i < M; ++i)
+        onnxc__dgemv(N, K, alpha, A + i * ars, acs, B, brs, bcs, beta, C + i * ldc, 1, 1);
+}
+
+/* ---- exact integer products: C = A * B (wrapping, as numpy) -------------------------------- */
+#define ONNXC__DEFINE_IGEMM(SUFFIX, T)                                                          \
+    ONNXC__DEFINE_DOT(onnxc__igemv_##SUFFIX##_dot, T)                                          \
+    ONNXC__DEFINE_GEMV(onnxc__igemv_##SUFFIX, T, int, ONNXC__STORE_EXACT)                      \
+    ONNXC_GEMM_FN void onnxc_igemm_##SUFFIX(int transA, int transB, int64_t M, int64_t N,      \
+                                            int64_t K, const T *A, int64_t lda, const T *B,    \
+                                            int64_t ldb, T *C, int64_t ldc, int num_threads)   \
+    {                                                                                          \
+        const int64_t ars = transA ? 1 : lda, acs = transA ? lda : 1;                          \
+        const int64_t brs = transB ? 1 : ldb, bcs = transB ? ldb : 1;                          \
+        const int nt = num_threads > 0 ? num_threads : 1;                                      \
+        (void)nt;                                                                              \
+        _Pragma("omp parallel for num_threads(nt) if((double)M * N * K >= ONNXC_GEMM_PAR_MIN)") \
+        for (int64_t i = 0; i < M; ++i)                                                        \
+            onnxc__igemv_##SUFFIX(N, K, 1, A + i * ars, acs, B, brs, bcs, 0, C + i * ldc, 1, 1); \
+    }
+
+ONNXC__DEFINE_IGEMM(int32, int32_t)
+ONNXC__DEFINE_IGEMM(int64, int64_t)
+ONNXC__DEFINE_IGEMM(uint32, uint32_t)
+ONNXC__DEFINE_IGEMM(uint64, uint64_t)
+
+#endif
