@@ -1,0 +1,137 @@
+"""Conv (1-D to 3-D; group, pads, strides, dilations, auto_pad) as GEMMs.
+
+Laid out as 3-D convolutions: 1-D and 2-D inputs get leading spatial dims of size 1 (kernel 1,
+stride 1, no pad), so one template serves every rank. Per image and group, one of:
+  pointwise  1x1 kernel, stride 1, no pad: Y_g = W_g X_g straight from the input;
+  depthwise  one input and one output channel per group: a direct loop per channel;
+  im2col     the input patches unrolled into the node scratch (K x out-pixels), then
+             Y_g = W_g col.
+The bias is written into Y first and the GEMM accumulates onto it (beta = 1).
+Channels, kernel and spatial dims must be static; the batch may be symbolic.
+"""
+from __future__ import annotations
+
+from .. import dtypes
+from ..errors import NotImplemented as OrtNotImplemented
+from ..symbolic import dim_repr, product
+from .common import attr_enum, attr_ints, fail
+from .gemm import check_type, gemm_kernel, sgemm_work_bytes
+from .registry import OpSpec, register
+
+D = dtypes.BY_NAME
+FLOATS = (D["float"], D["double"])
+AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _fmt(shape) -> str:
+    return "(" + ", ".join(dim_repr(d) for d in shape) + ")"
+
+
+def _static(node, what: str, dims) -> list[int]:
+    if not all(isinstance(d, int) for d in dims):
+        raise OrtNotImplemented(f"{node.describe()}: {what} must be static for Conv, got "
+                                f"{_fmt(dims)}; only the batch dimension may be symbolic")
+    return list(dims)
+
+
+def _at_least(node, name: str, vals: list[int], n: int, minimum: int) -> list[int]:
+    if len(vals) != n:
+        raise fail(node, f"attribute {name} has {len(vals)} values, expected {n} (one per spatial dim)")
+    if any(v < minimum for v in vals):
+        raise fail(node, f"attribute {name}={vals}: every value must be >= {minimum}")
+    return vals
+
+
+def conv_geometry(node) -> dict:
+    """Channels, groups and per-spatial-dim sizes (static ints) of a Conv node."""
+    x, w = node.inputs[0], node.inputs[1]
+    if x.rank < 3:
+        raise fail(node, f"input X must be N x C x spatial..., got shape {_fmt(x.shape)}")
+    ns = x.rank - 2
+    if ns > 3:
+        raise OrtNotImplemented(f"{node.describe()}: {ns}-D convolution is not supported (1-D to 3-D)")
+    if w.rank != x.rank:
+        raise fail(node, f"input W has shape {_fmt(w.shape)}, expected rank {x.rank} like X {_fmt(x.shape)}")
+    wshape = _static(node, "the shape of W", w.shape)
+    C = _static(node, "the channel dimension of X", [x.shape[1]])[0]
+    ins = _static(node, "the spatial dimensions of X", x.shape[2:])
+    group = int(node.attr("group", 1))
+    M, Cg, ks = wshape[0], wshape[1], wshape[2:]
+    if group < 1 or C != Cg * group or M % group != 0:
+        raise fail(node, f"X {_fmt(x.shape)} and W {_fmt(w.shape)} do not fit group={group} "
+                   f"(need C = W.shape[1] * group and W.shape[0] divisible by group)")
+    kattr = attr_ints(node, "kernel_shape")
+    if kattr is not None and list(kattr) != ks:
+        raise fail(node, f"attribute kernel_shape={kattr} does not match W's spatial dims {ks}")
+    _at_least(node, "kernel (W spatial dims)", ks, ns, 1)
+    strides = _at_least(node, "strides", attr_ints(node, "strides") or [1] * ns, ns, 1)
+    dil = _at_least(node, "dilations", attr_ints(node, "dilations") or [1] * ns, ns, 1)
+    pads = attr_ints(node, "pads") or [0] * (2 * ns)
+    if len(pads) != 2 * ns:
+        raise fail(node, f"attribute pads has {len(pads)} values, expected {2 * ns}")
+    if any(p < 0 for p in pads):
+        raise fail(node, f"attribute pads={pads}: values must be >= 0")
+    auto_pad = attr_enum(node, "auto_pad", AUTO_PAD)
+    outs, pb = [], []
+    for k in range(ns):
+        ke = (ks[k] - 1) * dil[k] + 1
+        s, n_in = strides[k], ins[k]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-n_in // s)
+            total = max(0, (out - 1) * s + ke - n_in)
+            begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        elif auto_pad == "VALID":
+            begin, out = 0, (n_in - ke) // s + 1 if n_in >= ke else 0
+        else:
+            begin, out = pads[k], (n_in + pads[k] + pads[k + ns] - ke) // s + 1
+        if out < 1:
+            raise fail(node, f"spatial dim {k}: input {n_in} with kernel {ks[k]} (dilation {dil[k]}), "
+                       f"stride {s} and pads gives an output size of {out}")
+        outs.append(out)
+        pb.append(begin)
+    lead = 3 - ns   # pad to 3-D
+    return {"ns": ns, "C": C, "M": M, "G": group, "Cg": Cg, "Mg": M // group,
+            "I": [1] * lead + ins, "O": [1] * lead + outs, "KS": [1] * lead + ks,
+            "S": [1] * lead + strides, "DL": [1] * lead + dil, "P": [0] * lead + pb}
+
+
+@register
+class Conv(OpSpec):
+    op_type = "Conv"
+    template = "conv.c.j2"
+    headers = ("onnxc_gemm.h",)
+
+    def infer(self, node):
+        x, w, b = node.inputs[0], node.inputs[1], node.input(2)
+        check_type(node, x.etype, FLOATS)
+        for v, name in ((w, "W"), (b, "B")):
+            if v is not None and v.etype != x.etype:
+                raise fail(node, f"input {name} has element type {v.etype.name}, X has {x.etype.name}")
+        g = conv_geometry(node)
+        if b is not None and tuple(b.shape) != (g["M"],):
+            raise fail(node, f"input B has shape {_fmt(b.shape)}, expected ({g['M']},)")
+        return [(x.etype, (x.shape[0], g["M"]) + tuple(g["O"][3 - g["ns"]:]))]
+
+    def params(self, node):
+        g = conv_geometry(node)
+        x = node.inputs[0]
+        K = g["Cg"] * product(g["KS"])
+        osp, isp = product(g["O"]), product(g["I"])
+        if g["Cg"] == 1 and g["Mg"] == 1:
+            kind = "depthwise"
+        elif all(k == 1 for k in g["KS"]) and all(s == 1 for s in g["S"]) and all(p == 0 for p in g["P"]) \
+                and g["O"] == g["I"]:
+            kind = "pointwise"
+        else:
+            kind = "im2col"
+        col_bytes = -(-(K * osp * x.etype.itemsize) // 64) * 64 if kind == "im2col" else 0
+        return {**g, "kind": kind, "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
+                "KSP": product(g["KS"]), "ISP": isp, "OSP": osp, "col_bytes": col_bytes,
+                "has_bias": node.input(2) is not None}
+
+    def scratch(self, node):
+        p = self.params(node)
+        if p["kind"] == "depthwise":
+            return 0
+        work = sgemm_work_bytes(p["Mg"], p["OSP"], p["K"]) if p["gemm"] == "s" else 0
+        return p["col_bytes"] + work

@@ -1,0 +1,199 @@
+"""Gemm and MatMul over the GEMM kernels of runtime_c/onnxc_gemm.h.
+
+float uses onnxc_sgemm (packed, blocked; needs a workspace, see sgemm_work_bytes), double uses
+onnxc_dgemm, the integer types use the exact wrapping onnxc_igemm_<type>. float16/bfloat16
+are not supported yet.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes
+from ..errors import NotImplemented as OrtNotImplemented
+from ..symbolic import Dim, dim_repr, dmin, product
+from .common import broadcast, broadcast_loops, fail
+from .registry import OpSpec, register
+
+D = dtypes.BY_NAME
+GEMM_TYPES = (D["float"], D["double"], D["int32"], D["int64"], D["uint32"], D["uint64"])
+
+# Mirrors of the blocking constants in runtime_c/onnxc_gemm.h (tests check they agree).
+SGEMM_KC = 256
+SGEMM_MCH = 1024
+SGEMM_NC = 1536
+SGEMM_MR_MAX = 16
+SGEMM_NR_MAX = 64
+
+
+def sgemm_work_bytes(M: Dim, N: Dim, K: Dim) -> Dim:
+    """Workspace of onnxc_sgemm(M, N, K): same formula as ONNXC_SGEMM_WORK_BYTES."""
+    kc = dmin(K, SGEMM_KC)
+    return 4 * ((dmin(M, SGEMM_MCH) + SGEMM_MR_MAX) * kc + kc * (dmin(N, SGEMM_NC) + SGEMM_NR_MAX)) + 128
+
+
+def c_float(x: float, ct: str) -> str:
+    """A float attribute as a C literal of type ct (float or double)."""
+    x = float(x)
+    if math.isnan(x):
+        return "NAN" if ct == "float" else "(double)NAN"
+    if math.isinf(x):
+        inf = "INFINITY" if ct == "float" else "(double)INFINITY"
+        return inf if x > 0 else f"(-{inf})"
+    lit = repr(x)
+    return f"{lit}f" if ct == "float" else lit
+
+
+def gemm_kernel(et: dtypes.ElemType) -> str:
+    """'s' (onnxc_sgemm), 'd' (onnxc_dgemm) or 'i' (onnxc_igemm_<type>)."""
+    return {"float": "s", "double": "d"}.get(et.name, "i")
+
+
+def check_type(node, et: dtypes.ElemType, allowed=GEMM_TYPES) -> None:
+    if et not in allowed:
+        raise OrtNotImplemented(f"{node.describe()}: element type {et.name} is not supported "
+                                f"(supported: {', '.join(t.name for t in allowed)})")
+
+
+def _same_k(node, ka: Dim, kb: Dim, what: str) -> None:
+    if isinstance(ka, int) and isinstance(kb, int) and ka != kb:
+        raise fail(node, f"{what}: inner dimensions differ ({ka} vs {kb})")
+
+
+def _fmt(shape) -> str:
+    return "(" + ", ".join(dim_repr(d) for d in shape) + ")"
+
+
+@register
+class Gemm(OpSpec):
+    """Y = alpha * op(A) op(B) + beta * C; C broadcast to (M, N) (opsets < 7: only when
+    broadcast=1, else it must be (M, N))."""
+    op_type = "Gemm"
+    template = "gemm.c.j2"
+    headers = ("onnxc_gemm.h",)
+
+    def dims(self, node):
+        a, b = node.inputs[0], node.inputs[1]
+        for v, name in ((a, "A"), (b, "B")):
+            if v.rank != 2:
+                raise fail(node, f"input {name} must be 2-D, got shape {_fmt(v.shape)}")
+        ta, tb = int(node.attr("transA", 0)), int(node.attr("transB", 0))
+        M, K = (a.shape[1], a.shape[0]) if ta else a.shape
+        Kb, N = (b.shape[1], b.shape[0]) if tb else b.shape
+        _same_k(node, K, Kb, f"A {_fmt(a.shape)} (transA={ta}) and B {_fmt(b.shape)} (transB={tb})")
+        return ta, tb, M, N, K
+
+    def c_strides(self, node, M: Dim, N: Dim):
+        """(row stride, col stride) reading C broadcast to (M, N); None when C is not used."""
+        c = node.input(2)
+        if c is None or float(node.attr("beta", 1.0)) == 0.0:
+            return None
+        if c.rank > 2:
+            raise fail(node, f"input C must have rank <= 2, got shape {_fmt(c.shape)}")
+        c0, c1 = ([1, 1] + list(c.shape))[-2:]
+        if node.opset < 7 and not int(node.attr("broadcast", 0)) and tuple(c.shape) != (M, N):
+            raise fail(node, f"input C has shape {_fmt(c.shape)}, but broadcast=0 requires "
+                       f"{_fmt((M, N))}")
+        for cd, yd, what in ((c0, M, "M"), (c1, N, "N")):
+            if cd != 1 and cd != yd and isinstance(cd, int) and isinstance(yd, int):
+                raise fail(node, f"input C of shape {_fmt(c.shape)} cannot be broadcast to "
+                           f"{_fmt((M, N))} (dim {what})")
+        return (c1 if c0 != 1 else 0), (1 if c1 != 1 else 0)
+
+    def infer(self, node):
+        a = node.inputs[0]
+        if node.input(2) is None and node.opset < 11:
+            raise fail(node, f"input C is required before opset 11 (model opset {node.opset})")
+        for i in (1, 2):
+            v = node.input(i)
+            if v is not None and v.etype != a.etype:
+                raise fail(node, f"input {i} has element type {v.etype.name}, A has {a.etype.name}")
+        check_type(node, a.etype)
+        _, _, M, N, _ = self.dims(node)
+        self.c_strides(node, M, N)
+        return [(a.etype, (M, N))]
+
+    def params(self, node):
+        ta, tb, M, N, K = self.dims(node)
+        a, b = node.inputs[0], node.inputs[1]
+        et = a.etype
+        kind = gemm_kernel(et)
+        cs = self.c_strides(node, M, N)
+        alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+        ct = "float" if kind == "s" else "double"   # integers: alpha and beta act in double
+        return {
+            "kind": kind, "suffix": et.name, "ta": ta, "tb": tb, "M": M, "N": N, "K": K,
+            "lda": a.shape[1], "ldb": b.shape[1],
+            "alpha": c_float(alpha, ct), "beta": c_float(beta, ct),
+            "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
+            # integers: the exact product is scaled in double only when that changes something
+            "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
+        }
+
+    def inplace(self, node):
+        c, y = node.input(2), node.outputs[0]
+        # float/double read C through Y (beta * Y); the integer path writes Y before reading C
+        if c is not None and gemm_kernel(c.etype) != "i" and c.shape == y.shape and c.etype == y.etype:
+            return [(0, 2)]
+        return []
+
+    def scratch(self, node):
+        if node.inputs[0].etype.name != "float":
+            return 0
+        _, _, M, N, K = self.dims(node)
+        return sgemm_work_bytes(M, N, K)
+
+
+@register
+class MatMul(OpSpec):
+    """numpy.matmul: 1-D operands are promoted (and the added dim removed), batch dims broadcast."""
+    op_type = "MatMul"
+    template = "matmul.c.j2"
+    headers = ("onnxc_gemm.h",)
+
+    def dims(self, node):
+        a, b = node.inputs[0], node.inputs[1]
+        if a.rank < 1 or b.rank < 1:
+            raise fail(node, f"MatMul inputs must have rank >= 1, got {_fmt(a.shape)} and {_fmt(b.shape)}")
+        M, K = (1, a.shape[0]) if a.rank == 1 else a.shape[-2:]
+        Kb, N = (b.shape[0], 1) if b.rank == 1 else b.shape[-2:]
+        _same_k(node, K, Kb, f"A {_fmt(a.shape)} and B {_fmt(b.shape)}")
+        abatch, bbatch = list(a.shape[:-2]), list(b.shape[:-2])
+        batch = list(broadcast(node, [abatch, bbatch])) if (abatch or bbatch) else []
+        return M, N, K, abatch, bbatch, batch
+
+    def infer(self, node):
+        a, b = node.inputs[0], node.inputs[1]
+        if a.etype != b.etype:
+            raise fail(node, f"inputs have element types {a.etype.name} and {b.etype.name}")
+        check_type(node, a.etype)
+        M, N, K, _, _, batch = self.dims(node)
+        shape = batch + ([M] if a.rank > 1 else []) + ([N] if b.rank > 1 else [])
+        return [(a.etype, tuple(shape))]
+
+    def folds(self, node) -> bool:
+        """B has no real batch: A's batch folds into M (one GEMM over contiguous rows)."""
+        _, _, _, _, bbatch, _ = self.dims(node)
+        return all(d == 1 for d in bbatch)
+
+    def params(self, node):
+        M, N, K, abatch, bbatch, batch = self.dims(node)
+        et = node.inputs[0].etype
+        p = {"kind": gemm_kernel(et), "suffix": et.name, "M": M, "N": N, "K": K, "dims": [],
+             "astr": [], "bstr": [], "ystr": []}
+        if self.folds(node):
+            p["M"] = product(abatch) * M
+            return p
+        dims, (ast, bst) = broadcast_loops(batch, [abatch, bbatch])
+        ystr, acc = [], 1
+        for d in reversed(dims):
+            ystr.append(acc)
+            acc = acc * d
+        p.update(dims=dims, astr=[s * M * K for s in ast], bstr=[s * K * N for s in bst],
+                 ystr=[s * M * N for s in reversed(ystr)])
+        return p
+
+    def scratch(self, node):
+        if node.inputs[0].etype.name != "float":
+            return 0
+        p = self.params(node)
+        return sgemm_work_bytes(p["M"], p["N"], p["K"])
