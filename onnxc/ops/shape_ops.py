@@ -123,7 +123,10 @@ class Flatten(_View):
 
     def infer(self, node):
         x = node.inputs[0]
-        axis = norm_axis(node, int(node.attr("axis", 1)), x.rank, allow_end=True)
+        axis = int(node.attr("axis", 1))
+        if not -x.rank <= axis <= x.rank:
+            raise fail(node, f"axis={axis} is out of range [{-x.rank}, {x.rank}]")
+        axis = axis + x.rank if axis < 0 else axis
         return self._same(node, [product(x.shape[:axis]), product(x.shape[axis:])])
 
 
