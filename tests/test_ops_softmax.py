@@ -1,0 +1,174 @@
+"""Softmax and LogSoftmax: every opset, NaN/inf rows, strided axes, symbolic batch."""
+import contextlib
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from util import NP2ONNX, assert_close, make_node_model, typed_outputs
+
+rng = np.random.default_rng(3)
+
+
+@contextlib.contextmanager
+def poisoned():
+    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
+    real = np.empty
+
+    def empty(shape, dtype=float, *a, **k):
+        arr = real(shape, dtype, *a, **k)
+        arr.reshape(-1).view(np.uint8).fill(0xA5)
+        return arr
+
+    np.empty = empty
+    try:
+        yield
+    finally:
+        np.empty = real
+
+
+def check(model, feeds, rtol=2e-6, atol=1e-6):
+    with np.errstate(all="ignore"):
+        ref = ReferenceEvaluator(model).run(None, feeds)
+    typed_outputs(model, ref)
+    sess = onnxc.InferenceSession(model.SerializeToString())
+    with poisoned():
+        got = sess.run(None, feeds)
+    assert_close(ref, got, rtol, atol)
+    return got
+
+
+def run_model(model, feeds, out_dtype=np.float32, rank=None):
+    vi = model.graph.output[0]
+    r = rank if rank is not None else feeds[next(iter(feeds))].ndim
+    vi.CopyFrom(helper.make_tensor_value_info(vi.name, NP2ONNX[np.dtype(out_dtype)], [None] * r))
+    sess = onnxc.InferenceSession(model.SerializeToString())
+    with poisoned():
+        return sess, sess.run(None, feeds)[0]
+
+
+def special(shape, dtype=np.float32, scale=3.0):
+    x = (rng.standard_normal(shape) * scale).astype(dtype)
+    return x
+
+
+def softmax_np(x, axis, log=False):
+    with np.errstate(all="ignore"):
+        m = x.max(axis=axis, keepdims=True)
+        e = np.exp(x - m)
+        s = e.sum(axis=axis, keepdims=True)
+        return (x - m) - np.log(s) if log else e / s
+
+
+OPS = ["Softmax", "LogSoftmax"]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -2, None])
+def test_per_axis(op, opset, axis):
+    x = special((3, 70, 5)) if axis in (1, -2) else special((3, 4, 5))
+    check(make_node_model(op, {"x": x}, {} if axis is None else {"axis": axis}, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("opset", [1, 11])
+@pytest.mark.parametrize("shape,axis", [((4, 6), 1), ((4, 6), None), ((2, 3, 5), 2), ((2, 3, 5), -1),
+                                        ((7,), 0)])
+def test_coerce_2d_matching_reference(op, opset, shape, axis):
+    """Cases where onnx.reference's per-axis rule agrees with the coerce-to-2-D rule."""
+    x = special(shape)
+    check(make_node_model(op, {"x": x}, {} if axis is None else {"axis": axis}, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("opset", [1, 11])
+@pytest.mark.parametrize("axis", [None, 0, 2, -2])
+def test_coerce_2d_semantics(op, opset, axis):
+    """Before opset 13 the input is flattened to (prod(shape[:axis]), prod(shape[axis:]))."""
+    if opset < 11 and axis is not None and axis < 0:
+        pytest.skip("negative axis from opset 11")
+    x = special((2, 3, 4, 5))
+    a = 1 if axis is None else axis % 4
+    _, got = run_model(make_node_model(op, {"x": x}, {} if axis is None else {"axis": axis}, opset=opset),
+                       {"x": x})
+    rows = int(np.prod(x.shape[:a]))
+    want = softmax_np(x.reshape(rows, -1), 1, op == "LogSoftmax").reshape(x.shape)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_nan_inf_rows(op, axis):
+    x = special((6, 5))
+    x[0, 2] = np.nan           # NaN row -> all NaN
+    x[1, 0] = np.inf           # +inf -> all NaN (inf - inf)
+    x[2, :] = -np.inf          # all -inf -> NaN
+    x[3, 1] = -np.inf          # one -inf -> 0 / -inf there
+    x[4, :] = 1e30             # huge but finite
+    x[5, 3] = np.inf
+    x[5, 1] = -np.inf
+    if axis == 1:
+        x = np.ascontiguousarray(x.T.reshape(1, 5, 6))
+    check(make_node_model(op, {"x": x}, {"axis": axis}), {"x": x})
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_double_and_large_rows(op):
+    x = special((3, 5000), np.float64, 10)
+    check(make_node_model(op, {"x": x}), {"x": x}, rtol=1e-12, atol=1e-14)
+    x = special((64, 1000))
+    check(make_node_model(op, {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_wide_strided_axis_more_than_64_lanes():
+    x = special((2, 9, 150))
+    for op in OPS:
+        check(make_node_model(op, {"x": x}, {"axis": 1}), {"x": x})
+
+
+def test_log_softmax_is_stable():
+    x = np.array([[0.0, -200.0, 200.0]], np.float32)
+    _, got = run_model(make_node_model("LogSoftmax", {"x": x}), {"x": x})
+    np.testing.assert_allclose(got, [[-200.0, -400.0, 0.0]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("opset,axis", [(13, -1), (13, 1), (11, 1)])
+def test_symbolic_batch(op, opset, axis):
+    x = special((2, 3, 8))
+    m = make_node_model(op, {"x": x}, {"axis": axis}, opset=opset, input_shapes={"x": ["N", 3, 8]})
+    sess, _ = run_model(m, {"x": x})
+    for n in (1, 4, 9):
+        x = special((n, 3, 8))
+        with poisoned():
+            got = sess.run(None, {"x": x})[0]
+        if opset < 13:
+            want = softmax_np(x.reshape(n, -1), 1, op == "LogSoftmax").reshape(x.shape)
+        else:
+            want = softmax_np(x, axis, op == "LogSoftmax")
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+def test_in_place_after_another_op():
+    x = special((4, 10))
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"]), helper.make_node("Softmax", ["a"], ["b"]),
+             helper.make_node("LogSoftmax", ["b"], ["y0"], axis=0)]
+    from util import make_model_from_nodes
+    check(make_model_from_nodes(nodes, {"x": x}, {}, ["y0"]), {"x": x})
+
+
+def test_errors():
+    x = rng.integers(0, 5, (2, 3)).astype(np.int32)
+    m = make_node_model("Softmax", {"x": x})
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", onnx.TensorProto.INT32, [2, 3]))
+    with pytest.raises(onnxc.NotImplemented, match=r"node 0 \(Softmax.*int32"):
+        onnxc.InferenceSession(m.SerializeToString())
+    x = special((2, 3))
+    m = make_node_model("Softmax", {"x": x}, {"axis": 2})
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, [2, 3]))
+    with pytest.raises(onnxc.InvalidGraph, match="axis=2 is out of range"):
+        onnxc.InferenceSession(m.SerializeToString())
