@@ -45,7 +45,17 @@ class Toolchain:
 
 
 def find_compiler() -> str:
-    cand = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+    """The C compiler: $CC when set (it must exist: no silent fallback to another compiler),
+    else Python's own compiler, cc or gcc. Only the command's first word counts."""
+    env = os.environ.get("CC", "").strip()
+    if env:
+        cand = env.split()[0]
+        path = shutil.which(cand)
+        if not path:
+            raise CompilerNotFound(f"the C compiler named by CC={env!r} was not found; install it, fix "
+                                   "CC, or unset CC to use cc/gcc")
+        return path
+    cand = (sysconfig.get_config_var("CC") or "cc").split()[0]
     path = shutil.which(cand) or shutil.which("cc") or shutil.which("gcc")
     if not path:
         raise CompilerNotFound(f"no C compiler found (looked for {cand!r}, cc, gcc); install gcc or "
@@ -152,7 +162,9 @@ def build_cached(key: str, make_sources, tc: Toolchain, cache: Path) -> Path:
             return lib
         final = cache / key
         if final.exists():  # a damaged entry (failed verification): move it aside, never rewrite
-            shutil.move(str(final), str(cache / "tmp" / f"damaged-{key}-{time.time_ns()}"))
+            aside = _mkdir(cache / "tmp") / f"damaged-{key}-{time.time_ns()}"
+            os.rename(final, aside)
+            shutil.rmtree(aside, ignore_errors=True)   # processes that mapped it keep their copy
         sources = make_sources()
         tmp = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=_mkdir(cache / "tmp")))
         compile_library(sources, module_name(key), tmp, tc)

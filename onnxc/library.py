@@ -9,6 +9,9 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
+import tempfile
+import threading
 from functools import lru_cache
 
 from .errors import Fail, InvalidArgument, NoSuchFile
@@ -30,7 +33,7 @@ class Library:
         if not os.path.isfile(path):
             raise NoSuchFile(f"library not found: {path!r}")
         self.path = path
-        self.meta, self.module = _load(path)
+        self.meta, self.module = _load_current(path)
         self.ffi, self.lib = self.module.ffi, self.module.lib
         m = self.meta
         self.symbols: list[str] = m["symbols"]
@@ -39,9 +42,41 @@ class Library:
         self.outputs: list[dict] = m["outputs"]
 
 
+_IDENTITY: dict[str, tuple] = {}   # path -> identity of the file first loaded from it
+_ID_LOCK = threading.Lock()
+
+
+def _load_current(path: str):
+    """Load the file now at path. The dynamic loader knows a library by its path: once a path
+    is loaded, dlopen returns that library again even if the file was since replaced (say by
+    `onnxc build -o` with another model). A replaced file is therefore loaded through a
+    private link of its own, so the caller gets what the path holds now."""
+    st = os.stat(path)
+    ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _ID_LOCK:
+        first = _IDENTITY.setdefault(path, ident)
+    if first == ident:
+        return _load(path, ident)
+    return _load_alias(path, ident)
+
+
 @lru_cache(maxsize=None)
-def _load(path: str):
-    """Load once per path and file identity; a library file is never rewritten in place."""
+def _load_alias(path: str, ident: tuple):
+    tmp = tempfile.mkdtemp(prefix="onnxc-lib-")
+    alias = os.path.join(tmp, f"{ident[1]}-{ident[3]}-{os.path.basename(path)}")
+    try:
+        try:
+            os.link(path, alias)
+        except OSError:
+            shutil.copyfile(path, alias)
+        return _load(alias, ident)
+    finally:   # the loaded mapping outlives the file name
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@lru_cache(maxsize=None)
+def _load(path: str, ident: tuple = ()):
+    """Load once per path and file identity (ident is part of the cache key only)."""
     try:
         handle = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0))
         fn = handle.onnxc_meta_json
