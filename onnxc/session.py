@@ -1,18 +1,28 @@
-"""InferenceSession: onnxruntime's API over a compiled model library."""
+"""InferenceSession: onnxruntime's API over a compiled model library.
+
+What run() does per call is only what cannot be cached: check each feed against a spec built
+once per session (a fully static input is one dtype and one shape comparison), bind the symbolic
+dims, look up the output shapes and arena size cached for those dims, allocate the outputs and
+call the C entry point. Arenas come from a pool (list.pop/append are atomic), so concurrent
+calls on one session never share one.
+"""
 from __future__ import annotations
 
 import os
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
 
 import numpy as np
 
 from . import dtypes
-from .errors import Fail, InvalidArgument
+from .errors import BindingError, Error, Fail, InvalidArgument
+from .errors import NotImplemented as OrtNotImplemented
+from .iobinding import IOBinding
 from .library import Library, is_library
 from .options import RunOptions, SessionOptions
+from .ortvalue import OrtValue
 
 CPU = "CPUExecutionProvider"
 ALL_PROVIDERS = [
@@ -24,6 +34,7 @@ ALL_PROVIDERS = [
     "WebGpuExecutionProvider", "XnnpackExecutionProvider", "CANNExecutionProvider",
     "AzureExecutionProvider", CPU,
 ]
+_PLAN_CACHE = 64          # output shapes / arena sizes kept for this many distinct dim bindings
 
 
 def get_available_providers() -> list[str]:
@@ -38,11 +49,20 @@ def get_device() -> str:
     return "CPU"
 
 
-@dataclass(frozen=True)
 class NodeArg:
-    name: str
-    type: str
-    shape: list
+    """An input or output as onnxruntime describes it: name, 'tensor(float)', shape (ints, dim
+    names, None)."""
+    __slots__ = ("name", "type", "shape")
+
+    def __init__(self, name: str, type: str, shape: list):  # noqa: A002 - onnxruntime's name
+        self.name, self.type, self.shape = name, type, shape
+
+    def __eq__(self, other):
+        return isinstance(other, NodeArg) and (self.name, self.type, self.shape) == (
+            other.name, other.type, other.shape)
+
+    def __hash__(self):
+        return hash((self.name, self.type, tuple(self.shape)))
 
     def __str__(self):
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
@@ -61,27 +81,35 @@ class ModelMetadata:
     custom_metadata_map: dict = field(default_factory=dict)
 
 
-@dataclass
-class _Binding:
-    """One input as the C entry point wants it: a pointer and the array keeping it alive."""
-    array: Any
-    shape: tuple
+class _In:
+    """One input of the C entry point, with everything run() checks, computed once."""
+    __slots__ = ("name", "index", "etype", "dtype", "rank", "shape", "fixed", "syms", "required")
+
+    def __init__(self, d: dict, index: int, required: bool):
+        self.name, self.index, self.required = d["name"], index, required
+        self.etype = dtypes.from_onnx(d["onnx_type"])
+        self.dtype = self.etype.np
+        dims = d["dims"]
+        self.rank = len(dims)
+        self.fixed = tuple((k, v) for k, v in enumerate(dims) if isinstance(v, int))
+        self.syms = tuple((k, v["sym"]) for k, v in enumerate(dims) if isinstance(v, dict))
+        self.shape = tuple(dims) if len(self.fixed) == self.rank else None   # fully static
 
 
 class InferenceSession:
     def __init__(self, path_or_bytes, sess_options: SessionOptions | None = None,
                  providers: Sequence | None = None, provider_options: Sequence | None = None, **kwargs):
-        self._sess_options = sess_options or SessionOptions()
+        self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._providers, self._provider_options = _resolve_providers(providers, provider_options)
         src = path_or_bytes
+        o = self._sess_options
         if isinstance(src, (str, os.PathLike)) and is_library(src):
             lib_path = src
+            if o._free_dims or o._free_dims_by_denotation:
+                warnings.warn("free dimension overrides are ignored for an already compiled library "
+                              f"({os.fspath(src)!r}); pass them to `onnxc build` instead", stacklevel=2)
         else:
-            from .compiler import Options, build_library
-            o = self._sess_options
-            opts = Options(free_dims=dict(sorted(o._free_dims.items())),
-                           optimization_level=int(o.graph_optimization_level))
-            lib_path = build_library(src, opts, kwargs.get("cache_dir"))
+            lib_path = _build(src, o, kwargs.get("cache_dir"))
         self._model_path = os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
         self._lib = Library(lib_path)
         self._init_from_library()
@@ -89,26 +117,32 @@ class InferenceSession:
     # ---- metadata ------------------------------------------------------------------------
     def _init_from_library(self) -> None:
         lib = self._lib
-        m = lib.meta
-        self._inputs = [NodeArg(d["name"], d["type"], list(d["shape"])) for d in lib.inputs]
-        self._overridable = [NodeArg(d["name"], d["type"], list(d["shape"])) for d in lib.overridable]
-        self._outputs = [NodeArg(d["name"], d["type"], list(d["shape"])) for d in lib.outputs]
-        self._in_specs = lib.inputs + lib.overridable
-        self._in_index = {d["name"]: i for i, d in enumerate(self._in_specs)}
-        self._in_np = [dtypes.from_onnx(d["onnx_type"]).np for d in self._in_specs]
-        self._out_index = {d["name"]: i for i, d in enumerate(lib.outputs)}
-        self._out_np = [dtypes.from_onnx(d["onnx_type"]).np for d in lib.outputs]
+        m, syms = lib.meta, lib.symbols
+        self._inputs = [NodeArg(d["name"], d["type"], _display_shape(d, syms)) for d in lib.inputs]
+        self._overridable = [NodeArg(d["name"], d["type"], _display_shape(d, syms)) for d in lib.overridable]
+        self._outputs = [NodeArg(d["name"], d["type"], _display_shape(d, syms)) for d in lib.outputs]
+        n_req = len(lib.inputs)
+        self._specs = [_In(d, i, i < n_req) for i, d in enumerate(lib.inputs + lib.overridable)]
+        self._in_by_name = {s.name: s for s in self._specs}
+        self._n_required = n_req
+        self._sym_specs = [s for s in self._specs if s.shape is None]
+        self._nsyms = len(syms)
+        self._out_index = {d["name"]: j for j, d in enumerate(lib.outputs)}
+        self._out_et = [dtypes.from_onnx(d["onnx_type"]) for d in lib.outputs]
+        self._out_np = [et.np for et in self._out_et]
         self._out_ranks = [len(d["dims"]) for d in lib.outputs]
-        self._n_required = len(lib.inputs)
-        self._nsyms = len(lib.symbols)
-        self._shape_cache: dict[tuple, tuple] = {}
-        self._arena_pool: dict[int, list] = {}
-        self._pool_lock = threading.Lock()
+        self._ffi, self._clib = lib.ffi, lib.lib
+        self._run_fn = lib.lib.onnxc_run
+        self._plans: dict[tuple, tuple] = {}
+        self._arenas: list = []          # (pointer, bytes, owner); popped by one call at a time
+        self._dummy = self._ffi.new("char[]", 64)   # the arena of a call that needs none
+        if not self._nsyms:
+            self._plan(())
         self._meta = ModelMetadata(m.get("producer_name", ""), m.get("graph_name", ""), m.get("domain", ""),
                                    m.get("doc_string", ""), m.get("graph_description", ""),
                                    int(m.get("model_version", 0)), dict(m.get("custom_metadata_map", {})))
         n = self._sess_options.intra_op_num_threads
-        self._threads = int(n) if n and n > 0 else (os.cpu_count() or 1)
+        self._threads = int(n) if n and n > 0 else _usable_cores()
 
     def get_inputs(self) -> list[NodeArg]:
         return list(self._inputs)
@@ -140,168 +174,407 @@ class InferenceSession:
     def enable_fallback(self) -> None:
         pass
 
+    def end_profiling(self) -> str:
+        return ""
+
+    def get_profiling_start_time_ns(self) -> int:
+        return 0
+
     @property
     def library_path(self) -> str:
         return self._lib.path
 
     # ---- running -------------------------------------------------------------------------
-    def run(self, output_names, input_feed: dict, run_options: RunOptions | None = None) -> list:
-        out_idx = self._output_indices(output_names)
-        arrays = self._convert_feed(input_feed)
-        dims = self._bind_dims([None if a is None else a.shape for a in arrays])
-        arena_bytes, out_shapes = self._shapes_for(dims)
-        outs = [np.empty(out_shapes[j], self._out_np[j]) for j in range(len(out_shapes))]
-        self._call([a for a in arrays], outs, dims, arena_bytes)
-        return [outs[j] for j in out_idx]
+    def run(self, output_names, input_feed, run_options: RunOptions | None = None) -> list:
+        """Outputs as numpy arrays (all of them when output_names is None or empty)."""
+        if run_options is not None and run_options.terminate:
+            raise Fail("Exiting due to terminate flag being set to true.")
+        arrays = self._feed(input_feed)
+        sel = self._selection(output_names) if output_names else None
+        outs = self._execute(arrays)
+        return outs if sel is None else [outs[j] for j in sel]
 
-    def _output_indices(self, output_names) -> list[int]:
-        if not output_names:
-            return list(range(len(self._outputs)))
+    def run_with_ort_values(self, output_names, input_dict_ort_values, run_options: RunOptions | None = None
+                            ) -> list[OrtValue]:
+        """Like run(), with OrtValues (or anything run() takes) in and OrtValues out."""
+        outs = self.run(output_names, input_dict_ort_values, run_options)
+        return [OrtValue._wrap(a) for a in outs]
+
+    def run_async(self, output_names, input_feed, callback, user_data, run_options=None) -> None:
+        """Run on another thread, then call ``callback(results, user_data, error_message)``."""
+        def work():
+            try:
+                res, err = self.run(output_names, input_feed, run_options), ""
+            except Exception as e:  # noqa: BLE001 - handed to the callback, as onnxruntime does
+                res, err = [], str(e)
+            callback(res, user_data, err)
+        threading.Thread(target=work, name="onnxc-run-async", daemon=True).start()
+
+    def io_binding(self) -> IOBinding:
+        return IOBinding(self)
+
+    def create_ortvalue_from_shape_and_type(self, shape, element_type, device_type: str = "cpu",
+                                            device_id: int = 0, vendor_id: int = -1) -> OrtValue:
+        return OrtValue.ortvalue_from_shape_and_type(shape, element_type, device_type, device_id, vendor_id)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options: RunOptions | None = None) -> None:
+        """Run on the bound memory: bound addresses go to the library as they are (no copies)."""
+        if getattr(iobinding, "_session", None) is not self:
+            raise InvalidArgument("IOBinding must be used with the session that created it.")
+        if run_options is not None and run_options.terminate:
+            raise Fail("Exiting due to terminate flag being set to true.")
         try:
-            return [self._out_index[n] for n in output_names]
-        except KeyError as e:
-            raise InvalidArgument(f"Invalid Output Name:{e.args[0]}") from None
+            self._run_bound(iobinding)
+        except BindingError:
+            raise
+        except InvalidArgument as e:
+            raise BindingError(f"Error in execution: {e}") from None
 
-    def _convert_feed(self, feed: dict) -> list:
-        if not isinstance(feed, dict):
-            raise InvalidArgument(f"input_feed must be a dict of input name -> value, got {type(feed).__name__}")
-        arrays: list = [None] * len(self._in_specs)
-        for name, value in feed.items():
-            i = self._in_index.get(name)
-            if i is None:
-                raise InvalidArgument(f"Invalid input name: {name}")
-            arrays[i] = self._as_array(i, value)
-        missing = [d["name"] for d, a in zip(self._in_specs[:self._n_required], arrays) if a is None]
-        if missing:
+    # ---- feeds ---------------------------------------------------------------------------
+    def _feed(self, feed) -> list:
+        """Feed values -> one array per C input (None: absent overridable initializer)."""
+        try:
+            items = feed.items()
+        except AttributeError:
+            raise InvalidArgument(f"input_feed must be a dict of input name -> value, got "
+                                  f"{type(feed).__name__}") from None
+        arrays = [None] * len(self._specs)
+        by_name = self._in_by_name
+        found, err = 0, None
+        for name, v in items:
+            s = by_name.get(name)
+            if s is None:
+                if err is None:
+                    err = InvalidArgument(f"Invalid input name: {name}")
+                continue
+            if (type(v) is np.ndarray and v.dtype == s.dtype and (s.shape is None or v.shape == s.shape)
+                    and v.flags.carray):
+                arrays[s.index] = v                       # the common case: used as it is
+            elif v is None:
+                continue
+            else:
+                try:
+                    arrays[s.index] = self._convert(s, v)
+                except Error as e:
+                    if err is None:
+                        err = e
+            if s.required:
+                found += 1
+        if found != self._n_required:
+            missing = [s.name for s in self._specs[:self._n_required] if feed.get(s.name) is None]
             raise InvalidArgument(f"Required inputs ({missing}) are missing from input feed "
-                                  f"({list(feed)}).")
+                                  f"({list(feed.keys())}).")
+        if err is not None:
+            raise err
         return arrays
 
-    def _as_array(self, i: int, value) -> np.ndarray:
-        want = self._in_np[i]
-        spec = self._in_specs[i]
-        if hasattr(value, "_onnxc_numpy"):          # an OrtValue
-            value = value._onnxc_numpy()
-        if not isinstance(value, np.ndarray):
+    def _convert(self, s: _In, v) -> np.ndarray:
+        """The slow path: lists, OrtValues, other dtypes or layouts; every check, exact errors."""
+        if isinstance(v, OrtValue):
+            if not v._device.is_cpu:
+                raise OrtNotImplemented(f"input {s.name!r}: an OrtValue on {v.device_name()!r} "
+                                        "(CPU only so far)")
+            a = v._host_array()
+        elif isinstance(v, np.ndarray):
+            a = v
+        elif isinstance(v, np.generic):
+            a = np.asarray(v)     # a numpy scalar: a 0-d array of its own type
+        elif isinstance(v, (list, bool, int, float)):
+            # lists take the input's element type, as onnxruntime converts them; Python scalars
+            # (which onnxruntime refuses) are accepted the same way, as 0-d arrays
             try:
-                value = np.asarray(value, dtype=want)
-            except (TypeError, ValueError) as e:
-                raise InvalidArgument(f"input {spec['name']!r}: cannot convert {type(value).__name__} "
-                                      f"to {spec['type']}: {e}") from None
-        if value.dtype != want:
-            got = dtypes.from_numpy(value.dtype)
-            raise InvalidArgument(f"Unexpected input data type. Actual: ({got.ort if got else value.dtype}) , "
-                                  f"expected: ({spec['type']}) (input {spec['name']!r})")
-        if not value.flags.c_contiguous or not value.flags.aligned:
-            value = np.ascontiguousarray(value)
-        return value
+                a = np.asarray(v, dtype=s.dtype)
+            except (TypeError, ValueError, OverflowError):
+                raise BindingError("Could not create tensor from given input list") from None
+        elif isinstance(v, (tuple, str, bytes, bytearray, memoryview)):
+            raise BindingError(f"Input must be a list of dictionaries or a single numpy array for input "
+                               f"'{s.name}'.")
+        else:
+            raise BindingError(f"Unable to handle object of type {type(v)}")
+        if a.dtype != s.dtype:
+            if not a.dtype.isnative and a.dtype.newbyteorder("=") == s.dtype:
+                a = a.astype(s.dtype)
+            else:
+                got = dtypes.from_numpy(a.dtype)
+                raise InvalidArgument(f"Unexpected input data type. Actual: "
+                                      f"({got.ort if got else f'tensor({a.dtype})'}) , expected: ({s.etype.ort})")
+        if s.shape is not None and a.shape != s.shape:
+            _check_shape(s, a.shape)
+        if not (a.flags.c_contiguous and a.flags.aligned):
+            a = a.copy(order="C")
+        return a
 
-    def _bind_dims(self, shapes: list) -> tuple:
+    def _selection(self, output_names) -> list[int]:
+        if isinstance(output_names, str):
+            raise TypeError(f"output_names must be a list of names, got the str {output_names!r}")
+        idx = self._out_index
+        try:
+            return [idx[n] for n in output_names]
+        except (KeyError, TypeError):
+            bad = next(n for n in output_names if n not in idx)
+            raise InvalidArgument(f"Invalid output name:{bad}") from None
+
+    def _dims(self, shapes: list) -> tuple:
+        """Check the shapes of the symbolic inputs and bind the symbols."""
         vals = [None] * self._nsyms
-        where = [None] * self._nsyms
-        for spec, shape in zip(self._in_specs, shapes):
-            if shape is None:
+        for s in self._sym_specs:
+            shp = shapes[s.index]
+            if shp is None:
                 continue
-            want = spec["dims"]
-            if len(shape) != len(want):
-                raise InvalidArgument(f"Invalid rank for input: {spec['name']} Got: {len(shape)} Expected: "
-                                      f"{len(want)} Please fix either the inputs/outputs or the model.")
-            for k, (got, w) in enumerate(zip(shape, want)):
-                if isinstance(w, int):
-                    if got != w:
-                        raise InvalidArgument(
-                            f"Got invalid dimensions for input: {spec['name']} for the following indices\n"
-                            f" index: {k} Got: {got} Expected: {w}\n"
-                            " Please fix either the inputs/outputs or the model.")
-                elif isinstance(w, dict):
-                    s = w["sym"]
-                    if vals[s] is None:
-                        vals[s], where[s] = got, (spec["name"], k)
-                    elif vals[s] != got:
-                        n0, k0 = where[s]
-                        raise InvalidArgument(
-                            f"inconsistent symbolic dimension {self._lib.symbols[s]!r}: input {spec['name']} "
-                            f"index {k} has {got}, but input {n0} index {k0} has {vals[s]}")
-        # symbols only an absent overridable initializer carries take their built-in size
+            if len(shp) != s.rank:
+                _check_shape(s, shp)
+            for k, v in s.fixed:
+                if shp[k] != v:
+                    _check_shape(s, shp)
+            for k, j in s.syms:
+                got, cur = shp[k], vals[j]
+                if cur is None:
+                    vals[j] = got
+                elif cur != got:
+                    self._inconsistent(shapes, j, s, k, got)
+        # a symbol only an absent overridable initializer carries: none so far (their shapes are fixed)
         return tuple(1 if v is None else v for v in vals)
 
-    def _shapes_for(self, dims: tuple):
-        hit = self._shape_cache.get(dims)
-        if hit is not None:
-            return hit
-        ffi, lib = self._lib.ffi, self._lib.lib
-        d = ffi.new("int64_t[]", list(dims) or [0])
+    def _inconsistent(self, shapes, j, s, k, got):
+        first = next((t, kk) for t in self._sym_specs if shapes[t.index] is not None
+                     for kk, jj in t.syms if jj == j)
+        t, kk = first
+        raise InvalidArgument(
+            f"Got inconsistent values for the symbolic dimension '{self._lib.symbols[j]}': input {s.name} "
+            f"index {k} has {got}, but input {t.name} index {kk} has {shapes[t.index][kk]}\n"
+            " Please fix either the inputs or the model.")
+
+    # ---- executing -----------------------------------------------------------------------
+    def _plan(self, dims: tuple) -> tuple:
+        """(output shapes, arena bytes, C dims array) for one binding of the symbols; cached."""
+        plan = self._plans.get(dims)
+        if plan is not None:
+            return plan
+        ffi, lib = self._ffi, self._clib
+        cd = ffi.new("int64_t[]", list(dims) or [0])
         n = sum(self._out_ranks)
         buf = ffi.new("int64_t[]", max(n, 1))
-        lib.onnxc_output_shapes(d, buf)
+        lib.onnxc_output_shapes(cd, buf)
         flat = list(buf)[:n]
         shapes, pos = [], 0
         for r in self._out_ranks:
             shapes.append(tuple(flat[pos:pos + r]))
             pos += r
-        for j, s in enumerate(shapes):
-            if any(x < 0 for x in s):
-                raise InvalidArgument(f"output {self._outputs[j].name!r} would have negative dims {s} "
+        for j, shp in enumerate(shapes):
+            if any(x < 0 for x in shp):
+                raise InvalidArgument(f"output {self._outputs[j].name!r} would have negative dims {shp} "
                                       f"for input dims {dict(zip(self._lib.symbols, dims))}")
-        res = (int(lib.onnxc_arena_bytes(d)), shapes)
-        if len(self._shape_cache) > 64:
-            self._shape_cache.clear()
-        self._shape_cache[dims] = res
-        return res
+        arena = int(lib.onnxc_arena_bytes(cd))
+        if arena < 0:
+            raise InvalidArgument(f"negative arena size for input dims {dict(zip(self._lib.symbols, dims))}")
+        plan = (tuple(shapes), arena, cd)
+        if len(self._plans) >= _PLAN_CACHE:
+            self._plans.clear()
+        self._plans[dims] = plan
+        return plan
 
-    def _take_arena(self, nbytes: int) -> np.ndarray:
-        with self._pool_lock:
-            pool = self._arena_pool.get(nbytes)
-            if pool:
-                return pool.pop()
-        raw = np.empty(nbytes + 64, np.uint8)
-        off = -raw.ctypes.data % 64
-        return raw[off:off + nbytes]
+    def _execute(self, arrays: list) -> list:
+        if self._nsyms:
+            plan = self._plan(self._dims([None if a is None else a.shape for a in arrays]))
+        else:
+            plan = self._plans[()]
+        out_shapes, need, cd = plan
+        outs = [np.empty(shp, dt) for shp, dt in zip(out_shapes, self._out_np)]
+        self._call(arrays, outs, cd, need)
+        return outs
 
-    def _give_arena(self, arena: np.ndarray) -> None:
-        with self._pool_lock:
-            self._arena_pool.setdefault(arena.nbytes, []).append(arena)
-
-    def _call(self, inputs: list, outputs: list, dims: tuple, arena_bytes: int) -> None:
-        """inputs/outputs: numpy arrays, or ints (raw addresses), or None (absent overridable)."""
-        ffi, lib = self._lib.ffi, self._lib.lib
-        ins = ffi.new("void *[]", max(len(inputs), 1))
-        keep = []
-        for i, a in enumerate(inputs):
-            if a is None:
-                continue
-            p = ffi.cast("void *", a) if isinstance(a, int) else ffi.from_buffer(a)
-            keep.append(p)
-            ins[i] = p
-        outs = ffi.new("void *[]", max(len(outputs), 1))
-        for j, a in enumerate(outputs):
-            p = ffi.cast("void *", a) if isinstance(a, int) else ffi.from_buffer(a)
-            keep.append(p)
-            outs[j] = p
-        d = ffi.new("int64_t[]", list(dims) or [0])
-        arena = self._take_arena(arena_bytes)
-        try:
-            rc = lib.onnxc_run(ins, outs, d, ffi.from_buffer(arena), self._threads)
-        finally:
-            self._give_arena(arena)
+    def _call(self, inputs: list, outputs: list, cdims, need: int) -> None:
+        """inputs/outputs: numpy arrays (C-contiguous), ints (raw addresses) or None (absent
+        overridable initializer). ``cdims``: the plan's C dims array; ``need``: arena bytes."""
+        ffi = self._ffi
+        fb, cast, null = ffi.from_buffer, ffi.cast, ffi.NULL
+        ins = [null if a is None else cast("void *", a) if type(a) is int else fb(a) for a in inputs]
+        outs = [cast("void *", a) if type(a) is int else fb(a) for a in outputs]
+        if need:
+            pool = self._arenas
+            try:
+                arena = pool.pop()
+                if arena[1] < need:
+                    arena = self._new_arena(need)     # the small one is dropped: the pool grows to fit
+            except IndexError:
+                arena = self._new_arena(need)
+            try:
+                rc = self._run_fn(ins, outs, cdims, arena[0], self._threads)
+            finally:
+                pool.append(arena)
+        else:
+            rc = self._run_fn(ins, outs, cdims, self._dummy, self._threads)
         if rc != 0:
             raise Fail(f"the compiled model reported error code {rc}")
 
+    def _new_arena(self, nbytes: int) -> tuple:
+        raw = np.empty(nbytes + 64, np.uint8)
+        p = self._ffi.cast("char *", self._ffi.from_buffer(raw))
+        off = -int(self._ffi.cast("uintptr_t", p)) % 64
+        return (p + off, nbytes, raw)
+
+    def _run_bound(self, b: IOBinding) -> None:
+        if not b._outputs:
+            raise BindingError("Error in execution: At least one output should be requested.")
+        n_in = len(self._specs)
+        ins: list = [None] * n_in
+        shapes: list = [None] * n_in
+        for name, v in b._inputs.items():
+            s = self._in_by_name[name]
+            if not v._device.is_cpu:
+                raise OrtNotImplemented(f"input {name!r} is bound on {v.device_name()!r} (CPU only so far)")
+            if v._etype.onnx != s.etype.onnx:
+                raise InvalidArgument(f"Unexpected input data type. Actual: ({v._etype.ort}) , expected: "
+                                      f"({s.etype.ort})")
+            if s.shape is not None and v._shape != s.shape:
+                _check_shape(s, v._shape)
+            ins[s.index] = v._array if v._array is not None else v._ptr
+            shapes[s.index] = v._shape
+        missing = [s.name for s in self._specs[:self._n_required] if ins[s.index] is None]
+        if missing:
+            raise InvalidArgument(f"Missing Input: {', '.join(missing)}")
+        out_shapes, need, cd = self._plan(self._dims(shapes)) if self._nsyms else self._plans[()]
+        outs: list = [None] * len(out_shapes)
+        results: dict[str, OrtValue] = {}
+        for name, bound in b._outputs.items():
+            j = self._out_index.get(name)
+            if j is None:
+                raise InvalidArgument(f"Invalid output name: {name}")
+            shp, et = out_shapes[j], self._out_et[j]
+            if isinstance(bound, OrtValue):
+                if bound._etype.onnx != et.onnx:
+                    raise InvalidArgument(f"Unexpected output data type. Actual: ({bound._etype.ort}) , "
+                                          f"expected: ({et.ort})")
+                if tuple(bound._shape) != shp:
+                    raise InvalidArgument(
+                        f"The output OrtValue provided for output '{name}' has shape {_braces(bound._shape)} "
+                        f"but the computed output shape for this run is {_braces(shp)}.")
+                if not bound._device.is_cpu:
+                    raise OrtNotImplemented(f"output {name!r} is bound on {bound.device_name()!r}")
+                val = bound
+            else:   # bound to a device only: reuse the buffer this binding got last time if it fits
+                prev = b._results.get(name)
+                if (prev is not None and prev._session is self and prev._shape == shp and prev._etype is et
+                        and prev._device == bound):
+                    val = prev
+                else:
+                    val = OrtValue._wrap(np.empty(shp, et.np), et)
+                    val._session = self
+            outs[j] = val._array if val._array is not None else val._ptr
+            results[name] = val
+        for j, shp in enumerate(out_shapes):
+            if outs[j] is None:
+                outs[j] = np.empty(shp, self._out_np[j])
+        self._call(ins, outs, cd, need)
+        b._results = results
+
+
+def _check_shape(s: _In, shape) -> None:
+    """Raise onnxruntime's error for a shape that does not fit input ``s``."""
+    if len(shape) != s.rank:
+        raise InvalidArgument(f"Invalid rank for input: {s.name} Got: {len(shape)} Expected: {s.rank} Please "
+                              "fix either the inputs/outputs or the model.")
+    bad = [(k, shape[k], v) for k, v in s.fixed if shape[k] != v]
+    if bad:
+        lines = "".join(f" index: {k} Got: {g} Expected: {w}\n" for k, g, w in bad)
+        raise InvalidArgument(f"Got invalid dimensions for input: {s.name} for the following indices\n{lines}"
+                              " Please fix either the inputs/outputs or the model.")
+
+
+def _braces(shape) -> str:
+    return "{" + ",".join(str(d) for d in shape) + "}"
+
+
+def _display_shape(d: dict, symbols: list) -> list:
+    """NodeArg.shape as onnxruntime shows it: a dim known as an int (declared, inferred or fixed
+    by a free-dimension override) shows the int; otherwise the declared dim name; otherwise the
+    inferred symbol's name; None for unknown dims."""
+    dims, shown = d["dims"], list(d["shape"])
+    if len(shown) != len(dims):
+        shown = [None] * len(dims)
+    out = []
+    for dim, s in zip(dims, shown):
+        if isinstance(dim, int):
+            out.append(dim)
+        elif s is not None:
+            out.append(s)
+        elif isinstance(dim, dict) and not symbols[dim["sym"]].startswith("unk__"):
+            out.append(symbols[dim["sym"]])
+        else:
+            out.append(None)
+    return out
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _build(src, o: SessionOptions, cache_dir):
+    from .compiler import Options, build_library
+    if o._free_dims_by_denotation:
+        from .loader import load
+        src = _fix_denoted_dims(load(src), o._free_dims_by_denotation)
+    opts = Options(free_dims=dict(sorted(o._free_dims.items())),
+                   optimization_level=int(o.graph_optimization_level))
+    return build_library(src, opts, cache_dir)
+
+
+def _fix_denoted_dims(proto, by_denotation: dict):
+    """A copy of the model whose graph-input dims carrying an overridden denotation are fixed
+    (per dimension, as onnxruntime applies add_free_dimension_override_by_denotation)."""
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    for vi in m.graph.input:
+        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for dim in vi.type.tensor_type.shape.dim:
+            if dim.denotation in by_denotation and not dim.HasField("dim_value"):
+                dim.dim_value = by_denotation[dim.denotation]
+    return m
+
 
 def _resolve_providers(providers, provider_options):
+    """onnxruntime's check_and_normalize_provider_args; unavailable providers warn and drop out,
+    and the CPU provider is always last."""
+    available = get_available_providers()
+    if providers is None:
+        return [CPU], [{}]
+    if not isinstance(providers, Sequence) or isinstance(providers, str):
+        raise ValueError("'providers' should be a sequence.")
+    if provider_options is not None:
+        if not isinstance(provider_options, Sequence):
+            raise ValueError("'provider_options' should be a sequence.")
+        if len(providers) != len(provider_options):
+            raise ValueError("'providers' and 'provider_options' should be the same length if both are given.")
+        if not all(isinstance(p, str) for p in providers):
+            raise ValueError("Only string values for 'providers' are supported if 'provider_options' is given.")
+        if not all(isinstance(o, dict) for o in provider_options):
+            raise ValueError("'provider_options' values must be dicts.")
+        pairs = list(zip(providers, provider_options))
+    else:
+        pairs = []
+        for p in providers:
+            if isinstance(p, str):
+                pairs.append((p, {}))
+            elif isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], dict):
+                pairs.append(p)
+            else:
+                raise ValueError("'providers' values must be either strings or (string, dict) tuples.")
     names, opts = [], []
-    for i, p in enumerate(providers or [CPU]):
-        name, o = (p[0], dict(p[1])) if isinstance(p, (tuple, list)) else (p, {})
-        if provider_options and i < len(provider_options):
-            o.update(provider_options[i] or {})
-        if name not in ALL_PROVIDERS:
-            raise ValueError(f"Unknown Provider Type: {name}")
-        if name not in get_available_providers():
+    for name, o in pairs:
+        if name not in available:
             warnings.warn(f"Specified provider '{name}' is not in available provider names."
-                          f"Available providers: '{', '.join(get_available_providers())}'")
+                          f"Available providers: '{', '.join(available)}'", stacklevel=3)
+            continue
+        if name in names:
+            warnings.warn(f"Duplicate provider '{name}' encountered, ignoring.", stacklevel=3)
             continue
         names.append(name)
-        opts.append(o)
+        opts.append({} if name == CPU else {str(k): str(v) for k, v in o.items()})  # CPU takes none
     if CPU not in names:
         names.append(CPU)
         opts.append({})
