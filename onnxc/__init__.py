@@ -1,6 +1,6 @@
 """onnxc: an ahead-of-time ONNX compiler with onnxruntime's Python API (``import onnxc as rt``)."""
 from . import errors
-from .errors import (BindingError, BuildError, EngineError, EPFail, Error, Fail, InvalidArgument, InvalidGraph,
+from .errors import (BindingError, BuildError, DeviceReset, EngineError, EPFail, Error, Fail, InvalidArgument, InvalidGraph,
                      InvalidProtobuf, ModelLoadCanceled, ModelLoaded, ModelRequiresCompilation, NoModel,
                      NoSuchFile, NotFound, NotImplemented, RuntimeException)
 from .iobinding import IOBinding
@@ -19,7 +19,7 @@ __all__ = [
     "get_device", "get_available_providers", "get_all_providers", "get_version_string", "__version__",
     "errors", "Error", "Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NoModel", "NoSuchFile",
     "NotImplemented", "RuntimeException", "EPFail", "EngineError", "ModelLoaded", "ModelLoadCanceled",
-    "ModelRequiresCompilation", "NotFound", "BindingError", "BuildError",
+    "ModelRequiresCompilation", "NotFound", "DeviceReset", "BindingError", "BuildError",
 ]
 
 

@@ -70,6 +70,10 @@ class NotFound(Error, LookupError):
     code, status = 14, "NOT_FOUND"
 
 
+class DeviceReset(Error, RuntimeError):
+    code, status = 1, "FAIL"
+
+
 class BindingError(InvalidArgument, RuntimeError):
     """A bad value where onnxruntime's Python binding raises a plain ``RuntimeError`` (a feed it
     cannot convert, a bad IOBinding, a run_with_iobinding failure): both an InvalidArgument and

@@ -286,7 +286,10 @@ class InferenceSession:
                 a = np.asarray(v, dtype=s.dtype)
             except (TypeError, ValueError, OverflowError):
                 raise BindingError("Could not create tensor from given input list") from None
-        elif isinstance(v, (tuple, str, bytes, bytearray, memoryview)):
+        elif isinstance(v, dict):
+            raise BindingError(f"input '{s.name}': a dict (an onnx map) is not a tensor; expected "
+                               f"({s.etype.ort})")
+        elif hasattr(v, "__iter__") and not isinstance(v, memoryview):
             raise BindingError(f"Input must be a list of dictionaries or a single numpy array for input "
                                f"'{s.name}'.")
         else:
