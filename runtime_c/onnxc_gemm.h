@@ -119,7 +119,7 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, con
         onnxc_vf bv[ONNXC_SGEMM_NV];
 #pragma GCC unroll 4
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            bv[j] = *(const onnxc_vf *)(b + j * ONNXC_SGEMM_VL);   /* packed: aligned */
+            bv[j] = onnxc__vload(b + j * ONNXC_SGEMM_VL);
 #pragma GCC unroll 16
         for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
             const float av = a[i];

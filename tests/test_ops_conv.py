@@ -1,0 +1,216 @@
+"""Conv against onnx.reference: 1-D to 3-D, groups, depthwise, pointwise, pads, strides,
+dilations, auto_pad, bias, symbolic batch."""
+import numpy as np
+import pytest
+from onnx import helper
+
+import onnxc
+from util import NP2ONNX, check, make_model_from_nodes, make_node_model, run_both
+
+rng = np.random.default_rng(11)
+
+
+def rand(shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def tol(dtype, k):
+    return dict(rtol=1e-4, atol=2e-5 * max(1, k) ** 0.5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+
+
+def conv_case(xs, ws, attrs, dtype=np.float32, bias=True, opset=17, w_input=False):
+    x, w = rand(xs, dtype), rand(ws, dtype)
+    inits = {"w": w}
+    feeds = {"x": x}
+    if w_input:
+        feeds, inits = {"x": x, "w": w}, {}
+    if bias:
+        inits["b"] = rand((ws[0],), dtype)
+    m = make_node_model("Conv", feeds, attrs, initializers=inits, opset=opset)
+    k = int(np.prod(ws[1:]))
+    return check(m, feeds, **tol(dtype, k))[0]
+
+
+CASES_2D = [
+    # x shape, w shape, attributes
+    ((2, 3, 17, 19), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 5, 23, 21), (7, 5, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
+    ((1, 3, 31, 30), (9, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ((2, 6, 15, 16), (10, 3, 3, 2), {"group": 2, "pads": [1, 1, 0, 1]}),
+    ((1, 4, 16, 16), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),           # depthwise
+    ((2, 6, 17, 15), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 5, 12, 13), (5, 1, 5, 3), {"group": 5, "dilations": [2, 1], "pads": [4, 0, 3, 2]}),
+    ((1, 4, 9, 9), (8, 1, 3, 3), {"group": 4}),                                  # channel multiplier
+    ((2, 17, 9, 11), (13, 17, 1, 1), {}),                                        # pointwise
+    ((1, 8, 9, 11), (12, 2, 1, 1), {"group": 4}),                                # grouped pointwise
+    ((1, 6, 14, 14), (5, 6, 1, 1), {"strides": [2, 2]}),                         # strided 1x1
+    ((1, 4, 10, 12), (3, 4, 1, 1), {"pads": [1, 0, 0, 1]}),                      # padded 1x1
+    ((1, 3, 20, 20), (4, 3, 3, 3), {"dilations": [2, 3], "pads": [2, 3, 2, 3]}),
+    ((1, 2, 6, 7), (3, 2, 6, 7), {}),                                            # kernel == input
+    ((1, 3, 5, 5), (2, 3, 3, 3), {"pads": [4, 4, 4, 4], "strides": [3, 3]}),    # pads wider than kernel
+    ((1, 64, 9, 9), (70, 64, 3, 3), {"pads": [1, 1, 1, 1]}),                     # K = 576 > KC
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CASES_2D)
+def test_conv2d(xs, ws, attrs):
+    conv_case(xs, ws, attrs)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CASES_2D[:6])
+def test_conv2d_no_bias_kernel_shape_attr(xs, ws, attrs):
+    conv_case(xs, ws, {**attrs, "kernel_shape": list(ws[2:])}, bias=False)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((2, 3, 30), (5, 3, 4), {"pads": [2, 1], "strides": [3]}),
+    ((1, 4, 29), (4, 1, 5), {"group": 4, "dilations": [2], "pads": [3, 3]}),
+    ((1, 6, 13), (9, 6, 1), {}),
+])
+def test_conv1d(xs, ws, attrs):
+    conv_case(xs, ws, attrs)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 2, 7, 8, 9), (3, 2, 3, 2, 3), {"pads": [1, 0, 1, 1, 1, 0], "strides": [2, 1, 2]}),
+    ((2, 4, 5, 6, 7), (4, 1, 3, 3, 3), {"group": 4, "pads": [1, 1, 1, 1, 1, 1], "dilations": [1, 2, 1]}),
+    ((1, 3, 4, 5, 6), (2, 3, 1, 1, 1), {}),
+])
+def test_conv3d(xs, ws, attrs):
+    conv_case(xs, ws, attrs)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID", "NOTSET"])
+@pytest.mark.parametrize("strides,dil", [([1, 1], [1, 1]), ([2, 3], [1, 1]), ([2, 1], [2, 2])])
+def test_conv_auto_pad(auto_pad, strides, dil):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad=auto_pad, strides=strides, dilations=dil),
+             helper.make_node("Conv", ["x", "dw"], ["z"], auto_pad=auto_pad, strides=strides, dilations=dil,
+                              group=4)]
+    x = rand((1, 4, 13, 14))
+    m = make_model_from_nodes(nodes, {"x": x}, {"w": rand((3, 4, 4, 3)), "dw": rand((4, 1, 3, 4))}, ["y", "z"])
+    check(m, {"x": x}, **tol(np.float32, 48))
+
+
+@pytest.mark.parametrize("opset", [1, 11, 22])
+def test_conv_opsets(opset):
+    conv_case((1, 3, 9, 10), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, opset=opset)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [CASES_2D[0], CASES_2D[4], CASES_2D[8], CASES_2D[3]])
+def test_conv_double(xs, ws, attrs):
+    conv_case(xs, ws, attrs, dtype=np.float64)
+
+
+def test_conv_weights_as_input():
+    conv_case((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, w_input=True)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_conv_nan_inf():
+    x, w = rand((1, 3, 10, 10)), rand((4, 3, 3, 3))
+    x[0, 0, 2, 3], x[0, 1, 7, 7], x[0, 2, 5, 0] = np.nan, np.inf, -np.inf
+    dx = rand((1, 3, 10, 10))
+    dx[0, 1, 4, 4] = np.nan
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["dx", "dw"], ["z"], pads=[1, 1, 1, 1], group=3),
+             helper.make_node("Conv", ["x", "pw"], ["u"])]
+    feeds = {"x": x, "dx": dx}
+    m = make_model_from_nodes(nodes, feeds, {"w": w, "dw": rand((3, 1, 3, 3)), "pw": rand((2, 3, 1, 1))},
+                              ["y", "z", "u"])
+    y, z, u = check(m, feeds, **tol(np.float32, 27))
+    assert np.isnan(y[:, :, 1:4, 2:5]).all() and np.isnan(z[0, 1, 3:6, 3:6]).all()
+
+
+@pytest.mark.parametrize("ws,attrs", [((8, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+                                      ((3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+                                      ((5, 3, 1, 1), {})])
+def test_conv_symbolic_batch(ws, attrs):
+    w, b = rand(ws), rand((ws[0],))
+    x = rand((2, 3, 12, 11))
+    m = make_node_model("Conv", {"x": x}, attrs, initializers={"w": w, "b": b},
+                        input_shapes={"x": ["N", 3, 12, 11]})
+    run_both(m, {"x": x})   # types the outputs
+    from onnx.reference import ReferenceEvaluator
+    ref = ReferenceEvaluator(m)
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    assert sess.get_inputs()[0].shape == ["N", 3, 12, 11]
+    for n in (1, 5, 3, 0):
+        x = rand((n, 3, 12, 11))
+        got = sess.run(None, {"x": x})[0]
+        if n == 0:
+            assert got.shape[0] == 0
+            continue
+        np.testing.assert_allclose(got, ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_resnet_like_block():
+    """Conv -> Relu -> Conv + residual, stride-2 downsample: the shapes of resnet's stages."""
+    x = rand((1, 16, 28, 28))
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wd"], ["d"], strides=[2, 2]),
+             helper.make_node("Add", ["c2", "d"], ["y"])]
+    inits = {"w1": rand((32, 16, 3, 3)) * 0.1, "b1": rand((32,)), "w2": rand((32, 32, 3, 3)) * 0.1,
+             "b2": rand((32,)), "wd": rand((32, 16, 1, 1))}
+    check(make_model_from_nodes(nodes, {"x": x}, inits, ["y"]), {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def build(model):
+    for vi in model.graph.output:
+        vi.CopyFrom(helper.make_tensor_value_info(vi.name, NP2ONNX[np.dtype(np.float32)], [None] * 4))
+    return onnxc.InferenceSession(model.SerializeToString())
+
+
+def test_conv_errors():
+    x = rand((1, 4, 8, 8))
+    m = make_node_model("Conv", {"x": x}, initializers={"w": rand((2, 3, 3, 3))})
+    with pytest.raises(onnxc.InvalidGraph, match="group"):
+        build(m)
+    m = make_node_model("Conv", {"x": x}, {"kernel_shape": [2, 2]}, initializers={"w": rand((2, 4, 3, 3))})
+    with pytest.raises(onnxc.InvalidGraph, match="kernel_shape"):
+        build(m)
+    m = make_node_model("Conv", {"x": x}, {"auto_pad": "SAME"}, initializers={"w": rand((2, 4, 3, 3))})
+    with pytest.raises(onnxc.InvalidGraph, match="auto_pad"):
+        build(m)
+    m = make_node_model("Conv", {"x": x}, initializers={"w": rand((2, 4, 9, 9))})
+    with pytest.raises(onnxc.InvalidGraph, match="output size"):
+        build(m)
+    m = make_node_model("Conv", {"x": x}, initializers={"w": rand((2, 4, 3, 3))},
+                        input_shapes={"x": [1, 4, "H", "W"]})
+    with pytest.raises(onnxc.NotImplemented, match="static"):
+        build(m)
+    m = make_node_model("Conv", {"x": x.astype(np.float16)}, initializers={"w": rand((2, 4, 3, 3)).astype(np.float16)})
+    for vi in m.graph.output:
+        vi.CopyFrom(helper.make_tensor_value_info(vi.name, NP2ONNX[np.dtype(np.float16)], [None] * 4))
+    with pytest.raises(onnxc.NotImplemented, match="float16"):
+        onnxc.InferenceSession(m.SerializeToString())
+
+
+def test_conv_random_geometries():
+    """Many small random geometries (one model, one build): pads wider or narrower than the
+    kernel, strides, dilations, every kind of kernel path. Constant loop bounds differ per
+    node, which is what once tripped a gcc -O3 vectorizer bug."""
+    g = np.random.default_rng(2024)
+    nodes, inits, outs = [], {}, []
+    x = rand((2, 6, 13, 11))
+    for i in range(40):
+        group = int(g.choice([1, 2, 3, 6]))
+        cg = 6 // group
+        mg = int(g.choice([1, 2])) if group == 6 else int(g.integers(1, 5))
+        ks = [int(g.choice([1, 1, 2, 3, 4])) for _ in range(2)]
+        strides = [int(g.choice([1, 1, 2, 3])) for _ in range(2)]
+        dil = [int(g.integers(1, 3)), int(g.integers(1, 3))]
+        pads = [int(g.integers(0, 4)) for _ in range(4)]
+        if any((13, 11)[k] + pads[k] + pads[k + 2] < (ks[k] - 1) * dil[k] + 1 for k in range(2)):
+            continue
+        inits[f"w{i}"] = rand((group * mg, cg, *ks))
+        ins = ["x", f"w{i}"]
+        if i % 2:
+            inits[f"b{i}"] = rand((group * mg,))
+            ins.append(f"b{i}")
+        nodes.append(helper.make_node("Conv", ins, [f"y{i}"], group=group, strides=strides, dilations=dil,
+                                      pads=pads))
+        outs.append(f"y{i}")
+    assert len(nodes) > 20
+    check(make_model_from_nodes(nodes, {"x": x}, inits, outs), {"x": x}, **tol(np.float32, 96))
