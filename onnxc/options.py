@@ -12,7 +12,12 @@ from .errors import BindingError, InvalidArgument
 from .errors import NotImplemented as OrtNotImplemented
 
 
-class GraphOptimizationLevel(enum.IntEnum):
+class _OrtEnum(enum.IntEnum):
+    def __str__(self):          # 'GraphOptimizationLevel.ORT_ENABLE_ALL', as onnxruntime prints it
+        return f"{type(self).__name__}.{self.name}"
+
+
+class GraphOptimizationLevel(_OrtEnum):
     ORT_DISABLE_ALL = 0
     ORT_ENABLE_BASIC = 1
     ORT_ENABLE_EXTENDED = 2
@@ -20,12 +25,12 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-class ExecutionMode(enum.IntEnum):
+class ExecutionMode(_OrtEnum):
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
 
 
-class ExecutionOrder(enum.IntEnum):
+class ExecutionOrder(_OrtEnum):
     DEFAULT = 0
     PRIORITY_BASED = 1
     MEMORY_EFFICIENT = 2
@@ -76,7 +81,7 @@ class SessionOptions:
     execution_order = _Typed(ExecutionOrder, ExecutionOrder.DEFAULT)
     enable_profiling = _Typed(bool, False)
     profile_file_prefix = _Typed(str, "onnxruntime_profile_")
-    log_severity_level = _Typed(int, 2)
+    log_severity_level = _Typed(int, -1)
     log_verbosity_level = _Typed(int, 0)
     logid = _Typed(str, "")
     optimized_model_filepath = _Typed(str, "")

@@ -25,14 +25,13 @@ from .options import RunOptions, SessionOptions
 from .ortvalue import OrtValue
 
 CPU = "CPUExecutionProvider"
-ALL_PROVIDERS = [
-    "TensorrtExecutionProvider", "CUDAExecutionProvider", "MIGraphXExecutionProvider",
-    "ROCMExecutionProvider", "OpenVINOExecutionProvider", "DnnlExecutionProvider",
-    "VitisAIExecutionProvider", "QNNExecutionProvider", "NnapiExecutionProvider",
-    "CoreMLExecutionProvider", "ArmNNExecutionProvider", "ACLExecutionProvider",
-    "DmlExecutionProvider", "RknpuExecutionProvider", "WebNNExecutionProvider",
-    "WebGpuExecutionProvider", "XnnpackExecutionProvider", "CANNExecutionProvider",
-    "AzureExecutionProvider", CPU,
+ALL_PROVIDERS = [   # onnxruntime 1.31's get_all_providers(), in its order
+    "NvTensorRTRTXExecutionProvider", "TensorrtExecutionProvider", "CUDAExecutionProvider",
+    "MIGraphXExecutionProvider", "OpenVINOExecutionProvider", "DnnlExecutionProvider",
+    "VitisAIExecutionProvider", "QNNExecutionProvider", "NnapiExecutionProvider", "VSINPUExecutionProvider",
+    "JsExecutionProvider", "CoreMLExecutionProvider", "ACLExecutionProvider", "DmlExecutionProvider",
+    "RknpuExecutionProvider", "WebNNExecutionProvider", "WebGpuExecutionProvider", "XnnpackExecutionProvider",
+    "CANNExecutionProvider", "AzureExecutionProvider", CPU,
 ]
 _PLAN_CACHE = 64          # output shapes / arena sizes kept for this many distinct dim bindings
 
