@@ -132,6 +132,7 @@ def test_gemm_int(dtype, opset):
         check(make_node_model("Gemm", feeds2, {"transA": 0}, opset=opset), feeds2)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_gemm_nan_inf_propagate():
     a, b, c = rand((20, 300)), rand((300, 40)), rand((20, 40))
     a[0, 5], a[3, 0], b[7, 2], b[9, 9] = np.nan, np.inf, -np.inf, 0.0
@@ -203,6 +204,7 @@ def test_matmul_int_wraps():
     check(make_node_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_matmul_nan_inf():
     a, b = rand((33, 260)), rand((260, 50))
     a[2, 3], b[5, 7], b[6, 8] = np.nan, np.inf, -np.inf
