@@ -51,7 +51,8 @@ def _div(n, et):
 
 
 def _pow(n, et):
-    if et.is_float:
+    ex = n.inputs[1].etype
+    if et.is_float and ex == et:
         return "pow(a0, a1)"
     return f"({et.c})pow((double)a0, (double)a1)"
 
@@ -59,9 +60,10 @@ def _pow(n, et):
 def _mod(n, et):
     fmod = int(n.attr("fmod", 0))
     if et.is_float:
-        if not fmod:
-            raise fail(n, "Mod on floating-point inputs requires fmod=1")
-        return "fmod(a0, a1)"
+        if fmod:
+            return "fmod(a0, a1)"
+        # Python's sign rule on floats, as onnx.reference computes it (np.mod)
+        return "(fmod(a0, a1) != 0 && ((fmod(a0, a1) < 0) != (a1 < 0)) ? fmod(a0, a1) + a1 : fmod(a0, a1))"
     if fmod or not et.is_signed:
         return f"(a1 == 0 ? ({et.c})0 : ({et.c})(a0 % a1))"
     # Python's sign rule: the result takes the divisor's sign
@@ -98,7 +100,7 @@ BINARY = {
     "Sub": (NUMERIC, "a0 - a1"),
     "Mul": (NUMERIC, "a0 * a1"),
     "Div": (NUMERIC, _div),
-    "Pow": (FLOATS, _pow),
+    "Pow": (FLOATS + (D["int32"], D["int64"]), _pow),
     "Mod": (NUMERIC, _mod),
     "And": (BOOL, "a0 && a1"),
     "Or": (BOOL, "a0 || a1"),
@@ -121,10 +123,11 @@ class Elementwise(OpSpec):
     types: tuple = NUMERIC
     expr = "a0"
     out_bool = False
+    mixed_types = False     # inputs may differ in type (Pow's exponent); output takes input 0's
 
     def infer(self, node):
         ins = [v for v in node.inputs if v is not None]
-        et = same_etype(node, ins)
+        et = ins[0].etype if self.mixed_types else same_etype(node, ins)
         if et not in self.types:
             raise OrtNotImplemented(f"{node.describe()}: element type {et.name} is not supported "
                                     f"(supported: {', '.join(t.name for t in self.types)})")
@@ -171,7 +174,7 @@ def _make(name, base, types, expr, **extra):
 for _n, (_t, _e) in UNARY.items():
     _make(_n, Elementwise, _t, _e)
 for _n, (_t, _e) in BINARY.items():
-    _make(_n, Elementwise, _t, _e)
+    _make(_n, Elementwise, _t, _e, mixed_types=_n == "Pow")
 for _n, _e in COMPARE.items():
     _make(_n, Elementwise, NUMERIC + BOOL, _e, out_bool=True)
 for _n, _e in VARIADIC.items():
