@@ -132,11 +132,12 @@ class InferenceSession:
         self._out_ranks = [len(d["dims"]) for d in lib.outputs]
         self._ffi, self._clib = lib.ffi, lib.lib
         self._run_fn = lib.lib.onnxc_run
+        self._fb, self._cast, self._null = lib.ffi.from_buffer, lib.ffi.cast, lib.ffi.NULL
+        self._no_optional = not lib.overridable      # then no C input can be absent
         self._plans: dict[tuple, tuple] = {}
         self._arenas: list = []          # (pointer, bytes, owner); popped by one call at a time
         self._dummy = self._ffi.new("char[]", 64)   # the arena of a call that needs none
-        if not self._nsyms:
-            self._plan(())
+        self._static_plan = None if self._nsyms else self._plan(())
         self._meta = ModelMetadata(m.get("producer_name", ""), m.get("graph_name", ""), m.get("domain", ""),
                                    m.get("doc_string", ""), m.get("graph_description", ""),
                                    int(m.get("model_version", 0)), dict(m.get("custom_metadata_map", {})))
@@ -369,29 +370,38 @@ class InferenceSession:
         arena = int(lib.onnxc_arena_bytes(cd))
         if arena < 0:
             raise InvalidArgument(f"negative arena size for input dims {dict(zip(self._lib.symbols, dims))}")
-        plan = (tuple(shapes), arena, cd)
+        plan = (tuple(shapes), arena, cd, tuple(zip(shapes, self._out_np)))
         if len(self._plans) >= _PLAN_CACHE:
             self._plans.clear()
         self._plans[dims] = plan
         return plan
 
     def _execute(self, arrays: list) -> list:
-        if self._nsyms:
+        """The run() path: arrays are C-contiguous numpy arrays (or None); returns new outputs."""
+        plan = self._static_plan
+        if plan is None:
             plan = self._plan(self._dims([None if a is None else a.shape for a in arrays]))
+        empty = np.empty
+        outs = [empty(shp, dt) for shp, dt in plan[3]]
+        fb = self._fb
+        if self._no_optional:
+            ins = list(map(fb, arrays))
         else:
-            plan = self._plans[()]
-        out_shapes, need, cd = plan
-        outs = [np.empty(shp, dt) for shp, dt in zip(out_shapes, self._out_np)]
-        self._call(arrays, outs, cd, need)
+            null = self._null
+            ins = [null if a is None else fb(a) for a in arrays]
+        self._invoke(ins, list(map(fb, outs)), plan[2], plan[1])
         return outs
 
     def _call(self, inputs: list, outputs: list, cdims, need: int) -> None:
         """inputs/outputs: numpy arrays (C-contiguous), ints (raw addresses) or None (absent
         overridable initializer). ``cdims``: the plan's C dims array; ``need``: arena bytes."""
-        ffi = self._ffi
-        fb, cast, null = ffi.from_buffer, ffi.cast, ffi.NULL
+        fb, cast, null = self._fb, self._cast, self._null
         ins = [null if a is None else cast("void *", a) if type(a) is int else fb(a) for a in inputs]
         outs = [cast("void *", a) if type(a) is int else fb(a) for a in outputs]
+        self._invoke(ins, outs, cdims, need)
+
+    def _invoke(self, ins: list, outs: list, cdims, need: int) -> None:
+        """Call the library with an arena of ``need`` bytes that no other call holds meanwhile."""
         if need:
             pool = self._arenas
             try:
@@ -435,7 +445,7 @@ class InferenceSession:
         missing = [s.name for s in self._specs[:self._n_required] if ins[s.index] is None]
         if missing:
             raise InvalidArgument(f"Missing Input: {', '.join(missing)}")
-        out_shapes, need, cd = self._plan(self._dims(shapes)) if self._nsyms else self._plans[()]
+        out_shapes, need, cd, _ = self._plan(self._dims(shapes)) if self._nsyms else self._static_plan
         outs: list = [None] * len(out_shapes)
         results: dict[str, OrtValue] = {}
         for name, bound in b._outputs.items():
