@@ -125,7 +125,13 @@ class Conv(OpSpec):
         else:
             kind = "im2col"
         col_bytes = -(-(K * osp * x.etype.itemsize) // 64) * 64 if kind == "im2col" else 0
-        return {**g, "kind": kind, "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
+        # depthwise: output columns [dw_lo, dw_hi) have every tap inside the input row
+        ow_n, iw_n, s, pb, d, kw = g["O"][2], g["I"][2], g["S"][2], g["P"][2], g["DL"][2], g["KS"][2]
+        ok = [o for o in range(ow_n) if o * s - pb >= 0 and o * s - pb + (kw - 1) * d < iw_n]
+        dw_lo, dw_hi = (ok[0], ok[-1] + 1) if ok else (0, 0)
+        border = [(a, b) for a, b in ((0, dw_lo), (dw_hi, ow_n)) if b > a]
+        dw_fast = g["KS"][0] == 1 and g["KS"][1] * g["KS"][2] <= 25   # 1-D/2-D, small kernels
+        return {**g, "dw_lo": dw_lo, "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind, "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp, "col_bytes": col_bytes,
                 "has_bias": node.input(2) is not None}
 
