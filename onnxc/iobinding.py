@@ -24,6 +24,7 @@ class IOBinding:
         self._inputs: dict[str, OrtValue] = {}
         self._outputs: dict[str, OrtValue | OrtDevice] = {}   # preallocated value, or where to allocate
         self._results: dict[str, OrtValue] = {}               # last run's outputs, in binding order
+        self._prepared = None   # the session's checked C arguments for these bindings; None after a change
 
     # ---- inputs -------------------------------------------------------------------------------
     def bind_cpu_input(self, name: str, arr_on_cpu) -> None:
@@ -33,6 +34,7 @@ class IOBinding:
         if not isinstance(arr_on_cpu, np.ndarray):
             raise BindingError("Unable to create OrtValue from the given python object")
         self._inputs[name] = OrtValue.ortvalue_from_numpy(arr_on_cpu)
+        self._prepared = None
 
     def bind_input(self, name: str, device_type, device_id: int, element_type, shape, buffer_ptr: int) -> None:
         """Bind an input to memory at ``buffer_ptr`` that the caller owns and keeps alive."""
@@ -40,6 +42,7 @@ class IOBinding:
             raise BindingError(f"Error when binding input: Failed to find input name in the mapping: {name}")
         dev = device_for(device_type, device_id)
         self._inputs[name] = OrtValue._from_address(buffer_ptr, elem_type(element_type), shape, dev)
+        self._prepared = None
 
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
         if not isinstance(ortvalue, OrtValue):
@@ -47,12 +50,14 @@ class IOBinding:
         if name not in self._session._in_by_name:
             raise BindingError(f"Error when binding input: Failed to find input name in the mapping: {name}")
         self._inputs[name] = ortvalue
+        self._prepared = None
 
     def synchronize_inputs(self) -> None:
         """Nothing to wait for on the CPU (a device with streams will wait here)."""
 
     def clear_binding_inputs(self) -> None:
         self._inputs.clear()
+        self._prepared = None
 
     # ---- outputs ------------------------------------------------------------------------------
     def bind_output(self, name: str, device_type="cpu", device_id: int = 0, element_type=None, shape=None,
@@ -63,23 +68,27 @@ class IOBinding:
         dev = device_for(device_type, device_id)
         if buffer_ptr is None:
             self._outputs[name] = dev
+            self._prepared = None
             return
         if element_type is None or shape is None:
             raise InvalidArgument("`element_type` and `shape` are to be provided if pre-allocated memory is "
                                   "provided")
         self._outputs[name] = OrtValue._from_address(buffer_ptr, elem_type(element_type), shape, dev)
+        self._prepared = None
 
     def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
         if not isinstance(ortvalue, OrtValue):
             raise TypeError(f"bind_ortvalue_output expects an OrtValue, got {type(ortvalue).__name__}")
         self._outputs[name] = ortvalue
+        self._prepared = None
 
     def synchronize_outputs(self) -> None:
         """Nothing to wait for on the CPU (a device with streams will wait here)."""
 
     def clear_binding_outputs(self) -> None:
         self._outputs.clear()
-        self._results.clear()
+        self._results = {}
+        self._prepared = None
 
     def get_outputs(self) -> list[OrtValue]:
         """The OrtValues the last run_with_iobinding produced, in the order outputs were bound."""

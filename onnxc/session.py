@@ -318,12 +318,15 @@ class InferenceSession:
             raise InvalidArgument(f"Invalid output name:{bad}") from None
 
     def _dims(self, shapes: list) -> tuple:
-        """Check the shapes of the symbolic inputs and bind the symbols."""
+        """Check the shapes of the symbolic inputs and bind the symbols. ``shapes``: per C input
+        its shape tuple, or the array itself, or None."""
         vals = [None] * self._nsyms
         for s in self._sym_specs:
             shp = shapes[s.index]
             if shp is None:
                 continue
+            if type(shp) is not tuple:       # an array (the run() path passes arrays)
+                shp = shp.shape
             if len(shp) != s.rank:
                 _check_shape(s, shp)
             for k, v in s.fixed:
@@ -335,16 +338,17 @@ class InferenceSession:
                     vals[j] = got
                 elif cur != got:
                     self._inconsistent(shapes, j, s, k, got)
-        # a symbol only an absent overridable initializer carries: none so far (their shapes are fixed)
-        return tuple(1 if v is None else v for v in vals)
+        if None in vals:   # a symbol only an absent overridable initializer carries: none so far
+            return tuple(1 if v is None else v for v in vals)
+        return tuple(vals)
 
     def _inconsistent(self, shapes, j, s, k, got):
-        first = next((t, kk) for t in self._sym_specs if shapes[t.index] is not None
+        t, kk = next((t, kk) for t in self._sym_specs if shapes[t.index] is not None
                      for kk, jj in t.syms if jj == j)
-        t, kk = first
+        first = shapes[t.index] if type(shapes[t.index]) is tuple else shapes[t.index].shape
         raise InvalidArgument(
             f"Got inconsistent values for the symbolic dimension '{self._lib.symbols[j]}': input {s.name} "
-            f"index {k} has {got}, but input {t.name} index {kk} has {shapes[t.index][kk]}\n"
+            f"index {k} has {got}, but input {t.name} index {kk} has {first[kk]}\n"
             " Please fix either the inputs or the model.")
 
     # ---- executing -----------------------------------------------------------------------
@@ -380,7 +384,7 @@ class InferenceSession:
         """The run() path: arrays are C-contiguous numpy arrays (or None); returns new outputs."""
         plan = self._static_plan
         if plan is None:
-            plan = self._plan(self._dims([None if a is None else a.shape for a in arrays]))
+            plan = self._plan(self._dims(arrays))
         empty = np.empty
         outs = [empty(shp, dt) for shp, dt in plan[3]]
         fb = self._fb
@@ -395,10 +399,11 @@ class InferenceSession:
     def _call(self, inputs: list, outputs: list, cdims, need: int) -> None:
         """inputs/outputs: numpy arrays (C-contiguous), ints (raw addresses) or None (absent
         overridable initializer). ``cdims``: the plan's C dims array; ``need``: arena bytes."""
+        self._invoke(self._pointers(inputs), self._pointers(outputs), cdims, need)
+
+    def _pointers(self, items: list) -> list:
         fb, cast, null = self._fb, self._cast, self._null
-        ins = [null if a is None else cast("void *", a) if type(a) is int else fb(a) for a in inputs]
-        outs = [cast("void *", a) if type(a) is int else fb(a) for a in outputs]
-        self._invoke(ins, outs, cdims, need)
+        return [null if a is None else cast("void *", a) if type(a) is int else fb(a) for a in items]
 
     def _invoke(self, ins: list, outs: list, cdims, need: int) -> None:
         """Call the library with an arena of ``need`` bytes that no other call holds meanwhile."""
@@ -426,6 +431,11 @@ class InferenceSession:
         return (p + off, nbytes, raw)
 
     def _run_bound(self, b: IOBinding) -> None:
+        prep = b._prepared
+        if prep is not None and prep[0] is self:       # nothing rebound since the last run: no checks
+            self._invoke(prep[1], prep[2], prep[3], prep[4])
+            b._results = prep[5]
+            return
         if not b._outputs:
             raise BindingError("Error in execution: At least one output should be requested.")
         n_in = len(self._specs)
@@ -477,8 +487,10 @@ class InferenceSession:
         for j, shp in enumerate(out_shapes):
             if outs[j] is None:
                 outs[j] = np.empty(shp, self._out_np[j])
-        self._call(ins, outs, cd, need)
+        c_ins, c_outs = self._pointers(ins), self._pointers(outs)   # hold the buffers too
+        self._invoke(c_ins, c_outs, cd, need)
         b._results = results
+        b._prepared = (self, c_ins, c_outs, cd, need, results)
 
 
 def _check_shape(s: _In, shape) -> None:
