@@ -401,3 +401,34 @@ def test_run_takes_ortvalues_without_copies(sessions):
 def test_session_create_ortvalue(sessions):
     v = sessions[1].create_ortvalue_from_shape_and_type([2, 3], np.float32, "cpu")
     assert v.shape() == [2, 3] and v.data_type() == "tensor(float)"
+
+
+def test_rebinding_after_a_run_takes_effect(sessions):
+    """Runs after the first reuse the checked arguments; any bind/clear must be seen."""
+    s = sessions[1]
+    b = s.io_binding()
+    xv = onnxc.OrtValue.ortvalue_from_numpy(X.copy())
+    b.bind_ortvalue_input("X", xv)
+    b.bind_cpu_input("Y", Y)
+    out1 = onnxc.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32)
+    b.bind_ortvalue_output("Z", out1)
+    s.run_with_iobinding(b)
+    s.run_with_iobinding(b)
+    np.testing.assert_array_equal(out1.numpy(), X + Y)
+    xv.update_inplace(np.ones((2, 3), np.float32))          # same memory, new contents
+    s.run_with_iobinding(b)
+    np.testing.assert_array_equal(out1.numpy(), 1 + Y)
+    out2 = onnxc.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32)
+    b.bind_ortvalue_output("Z", out2)                       # a new output buffer
+    b.bind_cpu_input("Y", np.zeros((2, 3), np.float32))     # and a new input
+    s.run_with_iobinding(b)
+    np.testing.assert_array_equal(out2.numpy(), np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(out1.numpy(), 1 + Y)
+    assert b.get_outputs()[0].data_ptr() == out2.data_ptr()
+    b.bind_output("W")
+    s.run_with_iobinding(b)
+    assert [v.data_ptr() == out2.data_ptr() for v in b.get_outputs()] == [True, False]
+    np.testing.assert_array_equal(b.get_outputs()[1].numpy(), np.zeros((2, 3), np.float32))
+    b.clear_binding_inputs()
+    with pytest.raises(RuntimeError, match="Missing Input"):
+        s.run_with_iobinding(b)
