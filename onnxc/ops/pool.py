@@ -24,6 +24,7 @@ from .registry import OpSpec, register
 D = dtypes.BY_NAME
 FLOATS = (D["float"], D["double"])
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+BLOCK = 128    # outputs along the last dim accumulated together
 
 
 def _positive(node, name: str, vals: list[int], n: int, minimum: int = 1) -> list[int]:
@@ -119,7 +120,9 @@ class _Pool(OpSpec):
             "indices": len(node.outputs) > 1 and node.outputs[1] is not None,
             "col_major": int(node.attr("storage_order", 0) or 0) == 1,
             "lowest": lo,
-            "work": product(node.outputs[0].shape) * product(d["k"] for d in dims),
+            "taps": product(d["k"] for d in dims),
+            "block": BLOCK,
+            "acc_t": x.etype.c,
         }
 
 
@@ -166,7 +169,7 @@ class _GlobalPool(OpSpec):
     def params(self, node):
         x = node.inputs[0]
         return {**reduce_params(list(x.shape), list(range(2, x.rank))), **accumulator(self.fn, x.etype),
-                "two_pass": False, "lanes": 64}
+                "pre": None}
 
 
 @register

@@ -20,7 +20,9 @@ from .cast import convert
 from .common import attr_ints, const_input, contiguous_strides, fail, norm_axis
 from .registry import OpSpec, register
 
-LANES = 64
+LANES = 64     # outputs accumulated together when the innermost dim is kept
+UNROLL = 32    # partial accumulators along a contiguous reduced run (breaks the dependency chain)
+CHUNKS = 64    # a whole-tensor reduction is split into this many parts (fixed: same result for any nt)
 D = dtypes.BY_NAME
 FLOATS = (D["float"], D["double"])
 INTS = tuple(D[n] for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
@@ -38,53 +40,64 @@ def limits(et: dtypes.ElemType) -> tuple[str, str]:
 
 
 def accumulator(op: str, et: dtypes.ElemType) -> dict:
-    """C snippets for one reduction: A (acc type), init, upd (statement), fin (expression)."""
+    """C snippets for one reduction: A (acc type), init, upd (the new $ACC after reading v),
+    comb (two partial accumulators $ACC and $B joined), fin (the output) or rfin (a double r
+    that fin converts)."""
     T = et.c
     lo, hi = limits(et)
     f = "f" if T == "float" else ""
     if op in ("Max", "Min"):
         cmp = ">" if op == "Max" else "<"
         nan = " || v != v" if et.is_float else ""      # NaN wins, as in numpy
-        return {"A": T, "init": lo if op == "Max" else hi, "upd": f"if (v {cmp} $ACC{nan}) $ACC = v;", "rfin": None,
-                "fin": "$ACC"}
+        bnan = " || $B != $B" if et.is_float else ""
+        return {"A": T, "init": lo if op == "Max" else hi, "upd": f"(v {cmp} $ACC{nan}) ? v : $ACC",
+                "comb": f"($B {cmp} $ACC{bnan}) ? $B : $ACC", "rfin": None, "fin": "$ACC"}
+    add, mul = "$ACC + $B", "$ACC * $B"
     if et.is_float:
         acc = {
-            "Sum": ("0", "$ACC += v;", "$ACC"),
-            "Mean": ("0", "$ACC += v;", "$ACC / (double)($COUNT)"),
-            "Prod": ("1", "$ACC *= v;", "$ACC"),
-            "L1": ("0", "$ACC += fabs((double)v);", "$ACC"),
-            "L2": ("0", "$ACC += (double)v * v;", "sqrt($ACC)"),
-            "SumSquare": ("0", "$ACC += (double)v * v;", "$ACC"),
-            "LogSum": ("0", "$ACC += v;", "log($ACC)"),
-            "LogSumExp": ("0", f"$ACC += exp{f}(v - $M);", f"({T})log($ACC) + $M"),
+            "Sum": ("0", "$ACC + v", add, "$ACC"),
+            "Mean": ("0", "$ACC + v", add, "$ACC / (double)($COUNT)"),
+            "Prod": ("1", "$ACC * v", mul, "$ACC"),
+            "L1": ("0", "$ACC + fabs((double)v)", add, "$ACC"),
+            "L2": ("0", "$ACC + (double)v * v", add, "sqrt($ACC)"),
+            "SumSquare": ("0", "$ACC + (double)v * v", add, "$ACC"),
+            "LogSum": ("0", "$ACC + v", add, "log($ACC)"),
+            "LogSumExp": ("0", f"$ACC + exp{f}(v - $M)", add, f"({T})log($ACC) + $M"),
         }[op]
-        return {"A": "double", "init": acc[0], "upd": acc[1], "rfin": None, "fin": f"({T})({acc[2]})"}
+        return {"A": "double", "init": acc[0], "upd": acc[1], "comb": acc[2], "rfin": None,
+                "fin": f"({T})({acc[3]})"}
+    if op == "LogSumExp":
+        raise OrtNotImplemented(f"ReduceLogSumExp on {et.name} is not supported (float, double)")
     # integers: uint64 arithmetic is modular, so these wrap exactly like numpy's in-type sums
     sq = f"(uint64_t)({T})((uint64_t)v * (uint64_t)v)"        # the square, wrapped in T
     if op == "L2" and et.is_signed:
         sq = f"(uint64_t)(int64_t)({T})((uint64_t)v * (uint64_t)v)"
+    absv = "(v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v)" if et.is_signed else "(uint64_t)v"
     acc = {
-        "Sum": ("$ACC += (uint64_t)v;", f"({T})$ACC"),
-        "Mean": ("$ACC += (uint64_t)v;", None),
-        "Prod": ("$ACC *= (uint64_t)v;", f"({T})$ACC"),
-        "L1": ("$ACC += (uint64_t)v;" if not et.is_signed else
-               "$ACC += v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;", f"({T})$ACC"),
-        "SumSquare": (f"$ACC += {sq};", f"({T})$ACC"),
-        "L2": (f"$ACC += {sq};", None),
-        "LogSum": ("$ACC += (uint64_t)v;", None),
-        "LogSumExp": ("$ACC += (uint64_t)v;", None),
+        "Sum": ("$ACC + (uint64_t)v", f"({T})$ACC"),
+        "Mean": ("$ACC + (uint64_t)v", None),
+        "Prod": ("$ACC * (uint64_t)v", f"({T})$ACC"),
+        "L1": (f"$ACC + {absv}", f"({T})$ACC"),
+        "SumSquare": (f"$ACC + {sq}", f"({T})$ACC"),
+        "L2": (f"$ACC + {sq}", None),
+        "LogSum": ("$ACC + (uint64_t)v", None),
     }[op]
-    if op == "LogSumExp":
-        raise OrtNotImplemented(f"ReduceLogSumExp on {et.name} is not supported (float, double)")
-    init = "1" if op == "Prod" else "0"
-    fin = acc[1]
-    if fin is None:   # through double, then a conversion defined for every value
-        total = f"(double)({T})$ACC" if op in ("Mean", "LogSum") else (
-            "(double)(int64_t)$ACC" if et.is_signed else "(double)$ACC")
-        expr = {"Mean": f"(($COUNT) > 0 ? {total} / (double)($COUNT) : 0.0)", "L2": f"sqrt({total})",
-                "LogSum": f"log({total})"}[op]
-        return {"A": "uint64_t", "init": init, "upd": acc[0], "rfin": expr, "fin": convert("r", D["double"], et)}
-    return {"A": "uint64_t", "init": init, "upd": acc[0], "rfin": None, "fin": fin}
+    init, comb = ("1", mul) if op == "Prod" else ("0", add)
+    if acc[1] is not None:
+        return {"A": "uint64_t", "init": init, "upd": acc[0], "comb": comb, "rfin": None, "fin": acc[1]}
+    # through double, then a conversion defined for every value
+    total = f"(double)({T})$ACC" if op in ("Mean", "LogSum") else (
+        "(double)(int64_t)$ACC" if et.is_signed else "(double)$ACC")
+    expr = {"Mean": f"(($COUNT) > 0 ? {total} / (double)($COUNT) : 0.0)", "L2": f"sqrt({total})",
+            "LogSum": f"log({total})"}[op]
+    return {"A": "uint64_t", "init": init, "upd": acc[0], "comb": comb, "rfin": expr,
+            "fin": convert("r", D["double"], et)}
+
+
+def finite_max(et: dtypes.ElemType) -> dict:
+    """ReduceLogSumExp's first pass: the maximum of the finite values (NaN wins), as onnx.reference."""
+    return {"A": et.c, "init": "-INFINITY", "upd": "(v != v || (v > $ACC && v != INFINITY)) ? v : $ACC",
+            "comb": "($B != $B || $B > $ACC) ? $B : $ACC"}
 
 
 class Reduce(OpSpec):
@@ -132,7 +145,7 @@ class Reduce(OpSpec):
         if axes is None:
             return {"mode": "copy"}
         return {**reduce_params(list(x.shape), axes), **accumulator(self.fn, x.etype),
-                "two_pass": self.fn == "LogSumExp", "lanes": LANES}
+                "pre": finite_max(x.etype) if self.fn == "LogSumExp" else None}
 
 
 def reduce_params(shape: list[Dim], axes: list[int]) -> dict:
@@ -161,6 +174,7 @@ def reduce_params(shape: list[Dim], axes: list[int]) -> dict:
         "lane_n": sizes[-1] if lanes else 1,
         "count": count,
         "work": product(shape),
+        "lanes": LANES, "unroll": UNROLL, "chunks": CHUNKS,
     }
 
 
