@@ -74,7 +74,7 @@ def main() -> int:
     io_binding.clear_binding_inputs()
     io_binding.clear_binding_outputs()
 
-    print("the onnxruntime tutorial flow ran with `import onnxc as rt`")
+    print(f"the onnxruntime tutorial flow ran with `import {rt.__name__} as rt`")
     return 0
 
 

@@ -338,3 +338,25 @@ def test_version_and_help():
         assert cmd in r.stdout
     r = onnxc(check=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+# ---- the bundled examples ------------------------------------------------------------------
+def test_bundled_model_matches_its_generator():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from make_example_model import make_model
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    committed = onnx.load(str(EXAMPLE))
+    assert committed.graph == make_model().graph
+    assert EXAMPLE.stat().st_size < 200_000
+
+
+@pytest.mark.parametrize("script", ["run_example.py", "tutorial_ort.py"])
+def test_examples_run(script, tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env_with(), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if script == "run_example.py":
+        assert "all outputs match" in r.stdout and "max |onnxc - reference|" in r.stdout
+    assert list(tmp_path.iterdir()) == []        # nothing written outside temp folders
