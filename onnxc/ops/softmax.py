@@ -14,7 +14,8 @@ from .common import fail, norm_axis
 from .registry import OpSpec, register
 
 FLOATS = (dtypes.BY_NAME["float"], dtypes.BY_NAME["double"])
-LANES = 64   # columns handled together when the axis is not the innermost one
+LANES = 64    # columns handled together when the axis is not the innermost one
+UNROLL = 16   # partial max/sum accumulators along a contiguous row
 
 
 class _Softmax(OpSpec):
@@ -44,7 +45,7 @@ class _Softmax(OpSpec):
         outer, d, inner = self._split(node)
         f = "f" if x.etype.c == "float" else ""
         return {"outer": outer, "d": d, "inner": inner, "log": self.log, "exp": "exp" + f,
-                "logf": "log" + f, "lanes": LANES, "work": product(x.shape)}
+                "logf": "log" + f, "lanes": LANES, "unroll": UNROLL, "work": product(x.shape)}
 
     def inplace(self, node):
         return [(0, 0)]
