@@ -8,6 +8,8 @@ conversion through int32 (for targets of 32 bits or fewer, signed) or int64, who
 """
 from __future__ import annotations
 
+import re
+
 from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import product
@@ -40,12 +42,15 @@ def convert(v: str, src: dtypes.ElemType, dst: dtypes.ElemType) -> str:
     if dst.is_float or not src.is_float:
         return f"({dst.c})({v})"   # exact, rounded, or modular: all defined
     if dst.c == "int64_t":
-        return _I64.format(v=v)
-    if dst.c == "uint64_t":
-        return _U64.format(v=v)
-    if dst.c == "uint32_t":
-        return "(uint32_t)" + _I64.format(v=v)
-    return f"({dst.c})" + _I32.format(v=v)
+        e = _I64.format(v=v)
+    elif dst.c == "uint64_t":
+        e = _U64.format(v=v)
+    elif dst.c == "uint32_t":
+        e = "(uint32_t)" + _I64.format(v=v)
+    else:
+        e = f"({dst.c})" + _I32.format(v=v)
+    # the bounds are powers of two, exact in float too: compare without widening to double
+    return re.sub(r"(\d\.0)\b", r"\1f", e) if src.c == "float" else e
 
 
 def _check(node, et: dtypes.ElemType, what: str):
