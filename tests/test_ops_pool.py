@@ -347,7 +347,8 @@ def test_symbolic_spatial(op, attrs):
     (dict(kernel_shape=[0, 3]), "kernel_shape"), (dict(kernel_shape=[3, 3], strides=[1, 0]), "strides"),
     (dict(kernel_shape=[3, 3], pads=[1, -1, 1, 1]), "pads"), (dict(kernel_shape=[3]), "kernel_shape"),
     (dict(kernel_shape=[3, 3], auto_pad="SAME"), "auto_pad"),
-    (dict(kernel_shape=[3, 3], dilations=[1, -2]), "dilations"), (dict(kernel_shape=[9, 3]), "too small")])
+    (dict(kernel_shape=[3, 3], dilations=[1, -2]), "dilations"), (dict(kernel_shape=[9, 3]), "too small"),
+    (dict(kernel_shape=[3, 2 ** 40]), "kernel_shape"), (dict(kernel_shape=[3, 3], strides=[2 ** 62, 1]), "strides")])
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_errors(op, attrs, msg):
     x = data((1, 1, 5, 5))

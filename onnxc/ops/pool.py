@@ -27,12 +27,15 @@ AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 BLOCK = 128    # outputs along the last dim accumulated together
 
 
+LIMIT = 2 ** 31 - 1   # bound on kernel/stride/dilation/pad values, so no C arithmetic overflows
+
+
 def _positive(node, name: str, vals: list[int], n: int, minimum: int = 1) -> list[int]:
     if len(vals) != n:
         raise fail(node, f"attribute {name} has {len(vals)} values, expected {n} (one per spatial dim)")
     for v in vals:
-        if v < minimum:
-            raise fail(node, f"attribute {name}={vals}: every value must be >= {minimum}")
+        if not minimum <= v <= LIMIT:
+            raise fail(node, f"attribute {name}={vals}: every value must be in [{minimum}, {LIMIT}]")
     return vals
 
 
@@ -63,8 +66,7 @@ class _Pool(OpSpec):
         pads = attr_ints(node, "pads") or [0] * (2 * ns)
         if len(pads) != 2 * ns:
             raise fail(node, f"attribute pads has {len(pads)} values, expected {2 * ns}")
-        if any(p < 0 for p in pads):
-            raise fail(node, f"attribute pads={pads}: values must be >= 0")
+        _positive(node, "pads", pads, 2 * ns, 0)
         auto_pad = attr_enum(node, "auto_pad", AUTO_PAD)
         ceil = int(node.attr("ceil_mode", 0) or 0)
         if ceil not in (0, 1):
