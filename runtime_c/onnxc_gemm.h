@@ -86,7 +86,8 @@ ONNXC_GEMM_INL void onnxc__vstore(float *p, onnxc_vf v) { memcpy(p, &v, sizeof v
 #endif
 
 #if ONNXC_SGEMM_MR > ONNXC_SGEMM_MR_MAX || ONNXC_SGEMM_NR > ONNXC_SGEMM_NR_MAX || \
-    ONNXC_SGEMM_MC % ONNXC_SGEMM_MR != 0
+    ONNXC_SGEMM_MC % ONNXC_SGEMM_MR != 0 || ONNXC_SGEMM_MCH % ONNXC_SGEMM_MR != 0 || \
+    ONNXC_SGEMM_NC % ONNXC_SGEMM_NR != 0
 #error "onnxc_gemm.h: register block exceeds the workspace bounds"
 #endif
 
@@ -328,6 +329,8 @@ ONNXC__DEFINE_GEMV(onnxc__sgemv, float, float, ONNXC__STORE_FP)
 ONNXC__DEFINE_DOT(onnxc__dgemv_dot, double)
 ONNXC__DEFINE_GEMV(onnxc__dgemv, double, double, ONNXC__STORE_FP)
 
+ONNXC_GEMM_INL int64_t onnxc__roundup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 /* ---- SGEMM --------------------------------------------------------------------------------- */
 ONNXC_GEMM_INL float *onnxc__align64(void *p)
 {
@@ -337,11 +340,12 @@ ONNXC_GEMM_INL float *onnxc__align64(void *p)
 /* Blocked product on packed panels: C(i, j) at C[i*rsc + j*csc], op(A)(i, k) at A[i*ars + k*acs],
  * op(B)(k, j) at B[k*brs + j*bcs]. Loops: A chunks of MCH rows -> depth blocks of KC (pack the
  * A chunk) -> B blocks of NC columns (pack) -> tiles (MC rows x column group) over threads ->
- * micro-kernels (a B micro-panel stays in L1 while the A block streams from L2). */
+ * micro-kernels (a B micro-panel stays in L1 while the A block streams from L2).
+ * Apre / Bpre (or NULL): that operand already packed whole by onnxc__sgemm_prepack. */
 ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                                         int64_t ars, int64_t acs, const float *B, int64_t brs,
                                         int64_t bcs, float beta, float *C, int64_t rsc, int64_t csc,
-                                        void *work, int nt)
+                                        void *work, int nt, const float *Apre, const float *Bpre)
 {
     const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
     const int64_t mchmax = onnxc__gmin(M, ONNXC_SGEMM_MCH);
@@ -362,14 +366,17 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
             for (int64_t jc = 0; jc < N; jc += ONNXC_SGEMM_NC) {
                 const int64_t nc = onnxc__gmin(ONNXC_SGEMM_NC, N - jc);
                 const int64_t npb = (nc + ONNXC_SGEMM_NR - 1) / ONNXC_SGEMM_NR;
-                const int64_t npa_now = jc == 0 ? npa : 0;   /* the A chunk is packed once */
+                const int64_t npa_now = jc == 0 && !Apre ? npa : 0;   /* the A chunk is packed once */
+                const int64_t npb_now = Bpre ? 0 : npb;
+                const float *const Ab = Apre ? Apre + pc * onnxc__roundup(M, ONNXC_SGEMM_MR) + ic0 * kc : Ap;
+                const float *const Bb = Bpre ? Bpre + pc * onnxc__roundup(N, ONNXC_SGEMM_NR) + jc * kc : Bp;
                 /* more column groups than 1 when threads outnumber row blocks */
                 int64_t nnb = 1;
                 if (nt > 1 && nmb < 4 * nt)
                     nnb = onnxc__gmin(npb, (4 * nt + nmb - 1) / nmb);
                 const int64_t pper = (npb + nnb - 1) / nnb;
 #pragma omp for schedule(static)
-                for (int64_t t = 0; t < npa_now + npb; ++t) {
+                for (int64_t t = 0; t < npa_now + npb_now; ++t) {
                     if (t < npa_now) {
                         const int64_t i = t * ONNXC_SGEMM_MR;
                         onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, mch - i), kc,
@@ -392,7 +399,7 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
                         const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, nc - j);
                         for (int64_t i = i0; i < i1; i += ONNXC_SGEMM_MR) {
                             const int mr = (int)onnxc__gmin(ONNXC_SGEMM_MR, mch - i);
-                            onnxc__sgemm_kernel(kc, Ap + i * kc, Bp + j * kc,
+                            onnxc__sgemm_kernel(kc, Ab + i * kc, Bb + j * kc,
                                                 C + (ic0 + i) * rsc + (jc + j) * csc, rsc, csc, mr, nr,
                                                 alpha, bet);
                         }
@@ -402,8 +409,6 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
         }
     }
 }
-
-ONNXC_GEMM_INL int64_t onnxc__roundup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                                const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
@@ -436,9 +441,66 @@ ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int
     const int fits = onnxc__gmin(N, ONNXC_SGEMM_MCH) + onnxc__gmin(M, ONNXC_SGEMM_NC) <=
                      onnxc__gmin(M, ONNXC_SGEMM_MCH) + onnxc__gmin(N, ONNXC_SGEMM_NC); /* workspace */
     if (area_t < 0.9 * area && fits)
-        onnxc__sgemm_blocked(N, M, K, alpha, B, bcs, brs, A, acs, ars, beta, C, 1, ldc, work, nt);
+        onnxc__sgemm_blocked(N, M, K, alpha, B, bcs, brs, A, acs, ars, beta, C, 1, ldc, work, nt, NULL, NULL);
     else
-        onnxc__sgemm_blocked(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, 1, work, nt);
+        onnxc__sgemm_blocked(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, 1, work, nt, NULL, NULL);
+}
+
+/* ---- constant left operand (weights) packed once, multiplied many times --------------------- *
+ * Y (M x N) = alpha * W (M x K) * B (K x N) + beta * Y, with W packed by onnxc_sgemm_wpack into
+ * ONNXC_SGEMM_WPACK_BYTES(M, K) bytes and reused (a convolution: every image, every column chunk).
+ * `swapped` (from onnxc_sgemm_w_swapped, for the typical N) picks the orientation: W as the
+ * left operand (MR-row panels), or, for few columns, C^T = B^T W^T with W^T as the right
+ * operand (NR panels). Pass the same value to wpack and wmul. */
+#define ONNXC_SGEMM_WPACK_BYTES(M, K) ((int64_t)4 * ((M) + ONNXC_SGEMM_NR_MAX) * (K) + 64)
+
+ONNXC_GEMM_INL int onnxc_sgemm_w_swapped(int64_t M, int64_t N)
+{
+    const double area = (double)onnxc__roundup(M, ONNXC_SGEMM_MR) * onnxc__roundup(N, ONNXC_SGEMM_NR);
+    const double area_t = (double)onnxc__roundup(N, ONNXC_SGEMM_MR) * onnxc__roundup(M, ONNXC_SGEMM_NR);
+    return area_t < 0.9 * area;
+}
+
+/* R lines (element (l, k) at X[l*ls + k*ks]) as [depth block][panel of W lines][kc][W]. */
+ONNXC_GEMM_FN void onnxc__sgemm_prepack(int64_t R, int64_t K, const float *X, int64_t ls, int64_t ks,
+                                        float *dst, const int W, int nt)
+{
+    const int64_t Rp = onnxc__roundup(R, W), npan = Rp / W;
+    const int64_t nkb = (K + ONNXC_SGEMM_KC - 1) / ONNXC_SGEMM_KC;
+    (void)nt;
+#pragma omp parallel for num_threads(nt) if(R * K >= ONNXC_GEMM_PAR_MIN)
+    for (int64_t t = 0; t < nkb * npan; ++t) {
+        const int64_t pc = (t / npan) * ONNXC_SGEMM_KC, p = (t % npan) * W;
+        const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+        onnxc__sgemm_pack(onnxc__gmin(W, R - p), kc, X + p * ls + pc * ks, ls, ks, dst + pc * Rp + p * kc, W);
+    }
+}
+
+ONNXC_GEMM_FN void onnxc_sgemm_wpack(int swapped, int64_t M, int64_t K, const float *W, int64_t ldw,
+                                     void *dst, int num_threads)
+{
+    const int nt = num_threads > 0 ? num_threads : 1;
+    if (M > 0 && K > 0)
+        onnxc__sgemm_prepack(M, K, W, ldw, 1, onnxc__align64(dst),
+                             swapped ? ONNXC_SGEMM_NR : ONNXC_SGEMM_MR, nt);
+}
+
+ONNXC_GEMM_FN void onnxc_sgemm_wmul(int swapped, int64_t M, int64_t N, int64_t K, float alpha, void *Wp,
+                                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                                    void *work, int num_threads)
+{
+    const int nt = num_threads > 0 ? num_threads : 1;
+    const float *wp = onnxc__align64(Wp);
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        onnxc_sgemm(0, 0, M, N, 0, alpha, NULL, 1, NULL, 1, beta, C, ldc, work, nt);
+        return;
+    }
+    if (swapped)
+        onnxc__sgemm_blocked(N, M, K, alpha, B, 1, ldb, NULL, 0, 0, beta, C, 1, ldc, work, nt, NULL, wp);
+    else
+        onnxc__sgemm_blocked(M, N, K, alpha, NULL, 0, 0, B, ldb, 1, beta, C, ldc, 1, work, nt, wp, NULL);
 }
 
 /* ---- DGEMM: one row of C at a time (axpy or dot form), parallel over rows ------------------ */

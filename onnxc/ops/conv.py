@@ -15,12 +15,18 @@ from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import dim_repr, product
 from .common import attr_enum, attr_ints, fail
-from .gemm import check_type, gemm_kernel, sgemm_work_bytes
+from .gemm import check_type, gemm_kernel, sgemm_work_bytes, sgemm_wpack_bytes
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
 FLOATS = (D["float"], D["double"])
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+COL_CHUNK_BYTES = 512 * 1024   # im2col chunk: about half an L2
+CHUNK_ALIGN = 48               # chunk widths: a multiple of every SGEMM NR (8, 12, 16, 48)
+
+
+def _align(n: int) -> int:
+    return -(-n // 64) * 64
 
 
 def _fmt(shape) -> str:
@@ -124,20 +130,31 @@ class Conv(OpSpec):
             kind = "pointwise"
         else:
             kind = "im2col"
-        col_bytes = -(-(K * osp * x.etype.itemsize) // 64) * 64 if kind == "im2col" else 0
+        # float: weights packed once per call (reused for every image and chunk); the im2col
+        # buffer covers a chunk of output pixels small enough to stay in L2
+        wpack = gemm_kernel(x.etype) == "s"
+        nch = osp
+        if kind == "im2col" and wpack and K * osp * 4 > COL_CHUNK_BYTES and osp >= 4 * CHUNK_ALIGN:
+            nchunks = -(-K * osp * 4 // COL_CHUNK_BYTES)          # balanced chunks
+            nch = min(osp, -(-osp // nchunks // CHUNK_ALIGN) * CHUNK_ALIGN or CHUNK_ALIGN)
+        wpack_bytes = _align(sgemm_wpack_bytes(g["Mg"], K)) if wpack else 0
+        col_bytes = _align(K * nch * x.etype.itemsize) if kind == "im2col" else 0
+        work = max(sgemm_work_bytes(g["Mg"], nch, K), sgemm_work_bytes(nch, g["Mg"], K)) if wpack else 0
         # depthwise: output columns [dw_lo, dw_hi) have every tap inside the input row
         ow_n, iw_n, s, pb, d, kw = g["O"][2], g["I"][2], g["S"][2], g["P"][2], g["DL"][2], g["KS"][2]
         ok = [o for o in range(ow_n) if o * s - pb >= 0 and o * s - pb + (kw - 1) * d < iw_n]
         dw_lo, dw_hi = (ok[0], ok[-1] + 1) if ok else (0, 0)
         border = [(a, b) for a, b in ((0, dw_lo), (dw_hi, ow_n)) if b > a]
         dw_fast = g["KS"][0] == 1 and g["KS"][1] * g["KS"][2] <= 25   # 1-D/2-D, small kernels
-        return {**g, "dw_lo": dw_lo, "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind, "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
-                "KSP": product(g["KS"]), "ISP": isp, "OSP": osp, "col_bytes": col_bytes,
+        return {**g, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_off": g["G"] * wpack_bytes,
+                "work_off": g["G"] * wpack_bytes + col_bytes, "work_bytes": work, "dw_lo": dw_lo,
+                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
+                "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
+                "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
                 "has_bias": node.input(2) is not None}
 
     def scratch(self, node):
         p = self.params(node)
         if p["kind"] == "depthwise":
             return 0
-        work = sgemm_work_bytes(p["Mg"], p["OSP"], p["K"]) if p["gemm"] == "s" else 0
-        return p["col_bytes"] + work
+        return p["work_off"] + p["work_bytes"]

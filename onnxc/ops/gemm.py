@@ -31,6 +31,11 @@ def sgemm_work_bytes(M: Dim, N: Dim, K: Dim) -> Dim:
     return 4 * ((dmin(M, SGEMM_MCH) + SGEMM_MR_MAX) * kc + kc * (dmin(N, SGEMM_NC) + SGEMM_NR_MAX)) + 128
 
 
+def sgemm_wpack_bytes(M: int, K: int) -> int:
+    """Packed weights for onnxc_sgemm_wpack: same formula as ONNXC_SGEMM_WPACK_BYTES."""
+    return 4 * (M + SGEMM_NR_MAX) * K + 64
+
+
 def c_float(x: float, ct: str) -> str:
     """A float attribute as a C literal of type ct (float or double)."""
     x = float(x)
