@@ -241,3 +241,126 @@ def test_matmul_errors():
         build(make_node_model("MatMul", {"a": rand((3, 4)), "b": rand((5, 6))}))
     with pytest.raises(onnxc.InvalidGraph, match="broadcast"):
         build(make_node_model("MatMul", {"a": rand((2, 3, 4)), "b": rand((3, 4, 6))}), rank=3)
+
+
+# ---- the C kernels directly: leading dims, transposes, threads, workspace bounds -----------
+KERNEL_TEST_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "onnxc_gemm.h"
+
+static int check(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int nt, int mode)
+{
+    /* mode 0: onnxc_sgemm; 1: onnxc_sgemm_wpack + wmul (A as the weights, never transposed) */
+    if (mode == 1) ta = 0;
+    const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    float *A = malloc(sizeof(float) * (ta ? K : M) * lda + 4), *B = malloc(sizeof(float) * (tb ? N : K) * ldb + 4);
+    float *C = malloc(sizeof(float) * M * ldc + 4);
+    double *R = malloc(sizeof(double) * M * ldc + 8);
+    for (int64_t i = 0; i < (ta ? K : M) * lda; ++i) A[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    for (int64_t i = 0; i < (tb ? N : K) * ldb; ++i) B[i] = (float)((i * 53 % 97) - 48) / 48.0f;
+    for (int64_t i = 0; i < M * ldc; ++i) { C[i] = beta == 0.0f ? NAN : (float)(i % 7); R[i] = C[i]; }
+    int64_t wb = ONNXC_SGEMM_WORK_BYTES(M, N, K), wb2 = ONNXC_SGEMM_WORK_BYTES(N, M, K);
+    if (mode == 1 && wb2 > wb) wb = wb2;
+    unsigned char *work = malloc((size_t)wb + 64);
+    memset(work, 0xAB, (size_t)wb + 64);   /* canary past the declared size */
+    if (mode == 0) {
+        onnxc_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, work, nt);
+    } else {
+        /* B must be plain (K x N) for wmul */
+        float *Bp = malloc(sizeof(float) * K * N + 4);
+        for (int64_t k = 0; k < K; ++k) for (int64_t j = 0; j < N; ++j) Bp[k * N + j] = tb ? B[j * ldb + k] : B[k * ldb + j];
+        for (int swapped = 0; swapped < 2; ++swapped) {
+            unsigned char *wp = malloc((size_t)ONNXC_SGEMM_WPACK_BYTES(M, K) + 64);
+            memset(wp, 0xCD, (size_t)ONNXC_SGEMM_WPACK_BYTES(M, K) + 64);
+            for (int64_t i = 0; i < M * ldc; ++i) C[i] = (float)R[i];
+            onnxc_sgemm_wpack(swapped, M, K, A, lda, wp, nt);
+            onnxc_sgemm_wmul(swapped, M, N, K, alpha, wp, Bp, N, beta, C, ldc, work, nt);
+            for (int b = 0; b < 64; ++b) if (wp[ONNXC_SGEMM_WPACK_BYTES(M, K) + b] != 0xCD) { printf("wpack overrun\n"); return 1; }
+            free(wp);
+            if (!swapped) { /* compared after the loop for swapped = 1; check 0 here */
+                for (int64_t i = 0; i < M; ++i) for (int64_t j = 0; j < N; ++j) {
+                    double s = 0; for (int64_t k = 0; k < K; ++k) s += (double)A[i * lda + k] * Bp[k * N + j];
+                    double want = alpha * s + (beta == 0.0f ? 0.0 : beta * R[i * ldc + j]);
+                    if (fabs(want - C[i * ldc + j]) > 1e-3 * (1 + fabs(want))) { printf("wmul mismatch\n"); return 1; }
+                }
+            }
+        }
+        free(Bp);
+    }
+    for (int b = 0; b < 64; ++b) if (work[wb + b] != 0xAB) { printf("workspace overrun %d\n", b); return 1; }
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+                s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+            double want = alpha * s + (beta == 0.0f ? 0.0 : beta * R[i * ldc + j]);
+            if (!(fabs(want - C[i * ldc + j]) <= 1e-3 * (1 + fabs(want)))) {
+                printf("mismatch mode %d ta %d tb %d M %lld N %lld K %lld at %lld,%lld: %g vs %g\n", mode, ta, tb,
+                       (long long)M, (long long)N, (long long)K, (long long)i, (long long)j, C[i * ldc + j], want);
+                return 1;
+            }
+        }
+    for (int64_t i = 0; i < M; ++i)   /* the padding columns of C are untouched */
+        for (int64_t j = N; j < ldc; ++j)
+            if (!(C[i * ldc + j] == (float)R[i * ldc + j] || (C[i * ldc + j] != C[i * ldc + j] && R[i * ldc + j] != R[i * ldc + j]))) {
+                printf("wrote outside C\n"); return 1;
+            }
+    free(A); free(B); free(C); free(R); free(work);
+    return 0;
+}
+
+int main(void)
+{
+    static const int64_t shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {37, 1, 300}, {2, 3, 1}, {13, 17, 5}, {100, 77, 513},
+        {7, 300, 1000}, {300, 33, 257}, {1030, 70, 20}, {49, 512, 300}, {512, 49, 600}, {25, 1600, 30},
+        {9, 143, 4}, {200, 200, 0}, {64, 3136, 147}};
+    int bad = 0;
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+        for (int t = 0; t < 4; ++t)
+            for (int nt = 1; nt <= 3; nt += 2) {
+                const float beta = (s + t) % 3 == 0 ? 0.0f : ((s + t) % 3 == 1 ? 1.0f : -0.5f);
+                bad |= check(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 1.25f, beta, nt, 0);
+                if (t == 0)
+                    bad |= check(0, 0, shapes[s][0], shapes[s][1], shapes[s][2], 0.5f, beta, nt, 1);
+            }
+    printf("%s\n", bad ? "FAIL" : "OK");
+    return bad;
+}
+"""
+
+
+def test_sgemm_kernel_direct(tmp_path):
+    """onnxc_sgemm and the prepacked path with odd leading dims, every transpose, 1 and 3
+    threads, beta = 0 over a NaN-filled C, and canaries past the declared workspace sizes."""
+    import subprocess
+    from onnxc import build
+    from onnxc.resources import runtime_dir
+    tc = build.toolchain()
+    (tmp_path / "k.c").write_text(KERNEL_TEST_C)
+    res = subprocess.run([tc.cc, *tc.flags, "-I", str(runtime_dir()), "k.c", "-o", "k", "-lm"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    run = subprocess.run([str(tmp_path / "k")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip().endswith("OK"), run.stdout + run.stderr
+
+
+def test_work_bytes_match_header(tmp_path):
+    """The planner's workspace sizes (Python) equal the C macros for a spread of shapes."""
+    import subprocess
+    from onnxc import build
+    from onnxc.resources import runtime_dir
+    shapes = [(1, 1, 1), (7, 300, 1000), (5000, 3, 7000), (64, 3136, 576), (2000, 9000, 100)]
+    prog = '#include <stdio.h>\n#include "onnxc_gemm.h"\nint main(void){\n' + "".join(
+        f'printf("%lld %lld\\n", (long long)ONNXC_SGEMM_WORK_BYTES({m}, {n}, {k}), '
+        f'(long long)ONNXC_SGEMM_WPACK_BYTES({m}, {k}));\n' for m, n, k in shapes) + "return 0;}\n"
+    (tmp_path / "w.c").write_text(prog)
+    tc = build.toolchain()
+    res = subprocess.run([tc.cc, *tc.flags, "-I", str(runtime_dir()), "w.c", "-o", "w"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([str(tmp_path / "w")], capture_output=True, text=True).stdout.split("\n")
+    for (m, n, k), line in zip(shapes, out):
+        work, wpack = map(int, line.split())
+        assert work == gemm_op.sgemm_work_bytes(m, n, k)
+        assert wpack == gemm_op.sgemm_wpack_bytes(m, k)
