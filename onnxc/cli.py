@@ -418,9 +418,14 @@ def _read_inputs(files, inputs) -> dict:
                 name = inputs[0].name
             feed[name] = data
         else:
-            with data:
-                for k in data.files:
-                    feed[k[3:] if k.startswith("in_") and k[3:] in {i.name for i in inputs} else k] = data[k]
+            names = {i.name for i in inputs}
+            with data:   # arrays named like an input, or in_<input> (what --save writes); others ignored
+                picked = {k: k if k in names else k[3:] for k in data.files
+                          if k in names or (k.startswith("in_") and k[3:] in names)}
+                if not picked:
+                    raise UserError(f"{path} holds no array named like an input ({', '.join(map(show, names))})")
+                for k, name in picked.items():
+                    feed[name] = data[k]
     return feed
 
 
