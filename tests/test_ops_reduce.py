@@ -10,7 +10,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
-from util import NP2ONNX, assert_close, make_model_from_nodes, make_node_model, typed_outputs
+from util import assert_close, make_model_from_nodes, make_node_model, typed_outputs
 
 rng = np.random.default_rng(4)
 

@@ -258,6 +258,14 @@ def test_view_chain_in_arena_and_output():
     check(m, {"x": x})
 
 
+def test_view_of_graph_input_feeds_ops():
+    x = data((2, 3, 4))
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["a"]), helper.make_node("Neg", ["a"], ["y0"]),
+             helper.make_node("Flatten", ["x"], ["b"]), helper.make_node("Squeeze", ["b"], ["y1"])]
+    check(make_model_from_nodes(nodes, {"x": x}, {"s": np.array([4, 6], np.int64)}, ["y0", "y1"], opset=11),
+          {"x": x})
+
+
 def test_identity_input_to_output_is_copied():
     x = data((4, 4))
     nodes = [helper.make_node("Identity", ["x"], ["y0"]), helper.make_node("Reshape", ["x", "s"], ["y1"])]

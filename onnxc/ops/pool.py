@@ -9,7 +9,8 @@ cases it gets wrong): ceil_mode drops a last window that would start in the end 
 MaxPool takes the first element of a window and then any greater one (a leading NaN sticks,
 later NaNs are skipped), and a window with no input element gives -inf (type minimum for
 integers) and index -1; AveragePool propagates NaN and divides by the taps inside the input
-(count_include_pad=0) or inside the padded input (count_include_pad=1).
+(count_include_pad=0; a window with none gives NaN) or inside the padded input
+(count_include_pad=1).
 Global pools are reductions over the spatial dims and reuse reduce.c.j2.
 """
 from __future__ import annotations
@@ -24,9 +25,7 @@ from .registry import OpSpec, register
 D = dtypes.BY_NAME
 FLOATS = (D["float"], D["double"])
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-BLOCK = 128    # outputs along the last dim accumulated together
-
-
+BLOCK = 128           # outputs along the last dim accumulated together
 LIMIT = 2 ** 31 - 1   # bound on kernel/stride/dilation/pad values, so no C arithmetic overflows
 
 
@@ -116,8 +115,6 @@ class _Pool(OpSpec):
             "kind": self.kind,
             "dims": dims,
             "nc": x.shape[0] * x.shape[1],
-            "in_plane": product(d["in"] for d in dims),
-            "out_plane": product(d["out"] for d in dims),
             "include_pad": int(node.attr("count_include_pad", 0) or 0) == 1,
             "indices": len(node.outputs) > 1 and node.outputs[1] is not None,
             "col_major": int(node.attr("storage_order", 0) or 0) == 1,
