@@ -20,7 +20,7 @@ from .cast import convert
 from .common import attr_ints, const_input, contiguous_strides, fail, norm_axis
 from .registry import OpSpec, register
 
-LANES = 64     # outputs accumulated together when the innermost dim is kept
+LANES = 128    # outputs accumulated together when the innermost dim is kept
 UNROLL = 32    # partial accumulators along a contiguous reduced run (breaks the dependency chain)
 CHUNKS = 64    # a whole-tensor reduction is split into this many parts (fixed: same result for any nt)
 D = dtypes.BY_NAME
@@ -174,7 +174,9 @@ def reduce_params(shape: list[Dim], axes: list[int]) -> dict:
         "lane_n": sizes[-1] if lanes else 1,
         "count": count,
         "work": product(shape),
-        "lanes": LANES, "unroll": UNROLL, "chunks": CHUNKS,
+        "lanes": LANES, "chunks": CHUNKS,
+        # short runs (e.g. a 7x7 global pool) would spend more on folding partials than they save
+        "unroll": 8 if rdims and isinstance(rdims[-1]["n"], int) and rdims[-1]["n"] < 4 * UNROLL else UNROLL,
     }
 
 
