@@ -181,7 +181,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
         "producer_name": model.producer_name,
         "producer_version": model.producer_version,
         "domain": model.domain,
-        "model_version": model.model_version,
+        "model_version": model.model_version if model.HasField("model_version") else None,
         "doc_string": model.doc_string,
         "graph_name": g.name,
         "graph_description": g.doc_string,

@@ -54,6 +54,20 @@ def check(proto: onnx.ModelProto) -> None:
         if o.domain in ("", "ai.onnx") and not 1 <= o.version <= MAX_OPSET:
             raise InvalidGraph(f"model imports ai.onnx opset {o.version}; supported 1..{MAX_OPSET}")
     try:
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(_with_shape_fields(proto))
     except onnx.checker.ValidationError as e:
         raise InvalidGraph(f"onnx.checker rejected the model: {e}") from e
+
+
+def _with_shape_fields(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx.checker insists on a shape field for graph inputs/outputs, which onnxruntime does not:
+    check a copy where a missing field is present but empty (unknown), never the model itself."""
+    ios = list(proto.graph.input) + list(proto.graph.output)
+    if all(not v.type.HasField("tensor_type") or v.type.tensor_type.HasField("shape") for v in ios):
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for v in list(copy.graph.input) + list(copy.graph.output):
+        if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape"):
+            v.type.tensor_type.shape.SetInParent()
+    return copy

@@ -140,7 +140,8 @@ class InferenceSession:
         self._static_plan = None if self._nsyms else self._plan(())
         self._meta = ModelMetadata(m.get("producer_name", ""), m.get("graph_name", ""), m.get("domain", ""),
                                    m.get("doc_string", ""), m.get("graph_description", ""),
-                                   int(m.get("model_version", 0)), dict(m.get("custom_metadata_map", {})))
+                                   _model_version(m.get("model_version")),
+                                   dict(m.get("custom_metadata_map", {})))
         n = self._sess_options.intra_op_num_threads
         self._threads = int(n) if n and n > 0 else _usable_cores()
 
@@ -603,3 +604,8 @@ def _resolve_providers(providers, provider_options):
         names.append(CPU)
         opts.append({})
     return names, opts
+
+
+def _model_version(v) -> int:
+    """onnxruntime shows an unset model_version as the largest int64."""
+    return (1 << 63) - 1 if v is None else int(v)
