@@ -222,6 +222,16 @@ def test_maxpool_double_large_parallel():
     check_ref("MaxPool", x, attrs)
 
 
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_long_kernel_last_dim(op):
+    """Kernels longer than the unrolled interior path, with edges, strides and dilations."""
+    x = data((1, 2, 5, 40))
+    for a in (dict(kernel_shape=[2, 20], strides=[1, 3], pads=[0, 5, 1, 4]),
+              dict(kernel_shape=[2, 18], strides=[1, 2], dilations=[1, 2], pads=[0, 2, 0, 1]),
+              dict(kernel_shape=[1, 40])):
+        check_np(op, x, a, 19, indices=op == "MaxPool")
+
+
 # ---- AveragePool ---------------------------------------------------------------------------
 AVG = [dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
        dict(kernel_shape=[2, 2], strides=[2, 2]),

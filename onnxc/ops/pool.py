@@ -26,6 +26,7 @@ D = dtypes.BY_NAME
 FLOATS = (D["float"], D["double"])
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 BLOCK = 128           # outputs along the last dim accumulated together
+MAX_UNROLL = 16       # interior taps of the last dim written out one by one up to this kernel size
 LIMIT = 2 ** 31 - 1   # bound on kernel/stride/dilation/pad values, so no C arithmetic overflows
 
 
@@ -121,6 +122,7 @@ class _Pool(OpSpec):
             "lowest": lo,
             "taps": product(d["k"] for d in dims),
             "block": BLOCK,
+            "max_unroll": MAX_UNROLL,
             "acc_t": x.etype.c,
         }
 
