@@ -18,6 +18,13 @@
 
 #include "onnxc_runtime.h"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#define ONNXC_THREAD_NUM() omp_get_thread_num()
+#else
+#define ONNXC_THREAD_NUM() 0
+#endif
+
 #if defined(__GNUC__)
 #define ONNXC_GEMM_FN static __attribute__((unused, noinline))
 #define ONNXC_GEMM_INL static inline __attribute__((always_inline))
@@ -410,6 +417,77 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
     }
 }
 
+/* One operand prepacked whole (Apre: MR-row panels, or Bpre: NR-column panels). The other one's
+ * panels are split into per-thread shares; each share packs its panels into its own slot of the
+ * workspace and computes every tile that uses them, so threads never wait for each other (no
+ * barriers: they cost milliseconds when cores are oversubscribed). */
+ONNXC_GEMM_FN void onnxc__sgemm_owned(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                      int64_t ars, int64_t acs, const float *B, int64_t brs,
+                                      int64_t bcs, float beta, float *C, int64_t rsc, int64_t csc,
+                                      void *work, int nt, const float *Apre, const float *Bpre)
+{
+    const int by_cols = Apre != NULL;   /* shares own column panels (pack B) or row panels (pack A) */
+    const int W = by_cols ? ONNXC_SGEMM_NR : ONNXC_SGEMM_MR;
+    const int64_t L = by_cols ? N : M;                          /* lines of the operand packed here */
+    const int64_t P = (L + W - 1) / W;                          /* its panels */
+    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
+    const int64_t mchmax = onnxc__gmin(M, ONNXC_SGEMM_MCH);
+    float *const Ap = onnxc__align64(work);
+    float *const Bp = onnxc__align64(Ap + onnxc__roundup(mchmax, ONNXC_SGEMM_MR) * kcmax);
+    float *const slots = by_cols ? Bp : Ap;
+    const int64_t cap = by_cols ? onnxc__roundup(onnxc__gmin(N, ONNXC_SGEMM_NC), W) / W
+                                : onnxc__roundup(mchmax, W) / W; /* panels the workspace holds */
+    const int par = nt > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN;
+    int64_t shares = par ? onnxc__gmin(onnxc__gmin(nt, P), cap) : 1;
+    const int64_t q = (P + shares - 1) / shares;               /* panels per share */
+    const int64_t slot = onnxc__gmin(q, cap / shares);         /* panels per pass */
+    const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
+    (void)par;
+
+#pragma omp parallel num_threads(nt) if(par)
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < shares; ++t) {
+        float *const mine = slots + t * slot * W * kcmax;
+        for (int64_t q0 = t * q; q0 < onnxc__gmin((t + 1) * q, P); q0 += slot) {
+            const int64_t q1 = onnxc__gmin(onnxc__gmin(q0 + slot, (t + 1) * q), P);
+            const int64_t l0 = q0 * W, l1 = onnxc__gmin(q1 * W, L);   /* my lines this pass */
+            for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+                const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+                const float bet = pc == 0 ? beta : 1.0f;
+                for (int64_t l = l0; l < l1; l += W) {
+                    if (by_cols)
+                        onnxc__sgemm_pack(onnxc__gmin(W, l1 - l), kc, B + pc * brs + l * bcs, bcs, brs,
+                                          mine + (l - l0) * kc, W);
+                    else
+                        onnxc__sgemm_pack(onnxc__gmin(W, l1 - l), kc, A + l * ars + pc * acs, ars, acs,
+                                          mine + (l - l0) * kc, W);
+                }
+                if (by_cols) {          /* all rows (A prepacked) x my columns */
+                    const float *const Ab = Apre + pc * Mp;
+                    for (int64_t i0 = 0; i0 < M; i0 += ONNXC_SGEMM_MC)
+                        for (int64_t j = l0; j < l1; j += ONNXC_SGEMM_NR) {
+                            const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, l1 - j);
+                            for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, M); i += ONNXC_SGEMM_MR)
+                                onnxc__sgemm_kernel(kc, Ab + i * kc, mine + (j - l0) * kc, C + i * rsc + j * csc,
+                                                    rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr,
+                                                    alpha, bet);
+                        }
+                } else {                /* my rows x all columns (B prepacked) */
+                    const float *const Bb = Bpre + pc * Np;
+                    for (int64_t i0 = l0; i0 < l1; i0 += ONNXC_SGEMM_MC)
+                        for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
+                            const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
+                            for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, l1); i += ONNXC_SGEMM_MR)
+                                onnxc__sgemm_kernel(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
+                                                    rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, l1 - i), nr,
+                                                    alpha, bet);
+                        }
+                }
+            }
+        }
+    }
+}
+
 ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                                const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                                float *C, int64_t ldc, void *work, int num_threads)
@@ -498,9 +576,9 @@ ONNXC_GEMM_FN void onnxc_sgemm_wmul(int swapped, int64_t M, int64_t N, int64_t K
         return;
     }
     if (swapped)
-        onnxc__sgemm_blocked(N, M, K, alpha, B, 1, ldb, NULL, 0, 0, beta, C, 1, ldc, work, nt, NULL, wp);
+        onnxc__sgemm_owned(N, M, K, alpha, B, 1, ldb, NULL, 0, 0, beta, C, 1, ldc, work, nt, NULL, wp);
     else
-        onnxc__sgemm_blocked(M, N, K, alpha, NULL, 0, 0, B, ldb, 1, beta, C, ldc, 1, work, nt, wp, NULL);
+        onnxc__sgemm_owned(M, N, K, alpha, NULL, 0, 0, B, ldb, 1, beta, C, ldc, 1, work, nt, wp, NULL);
 }
 
 /* ---- DGEMM: one row of C at a time (axpy or dot form), parallel over rows ------------------ */

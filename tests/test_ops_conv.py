@@ -217,3 +217,21 @@ def test_conv_random_geometries():
         outs.append(f"y{i}")
     assert len(nodes) > 20
     check(make_model_from_nodes(nodes, {"x": x}, inits, outs), {"x": x}, **tol(np.float32, 96))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_conv_threads_and_chunks(threads):
+    """Convolutions large enough to run im2col in chunks: one thread, threads inside each
+    chunk (few chunks) and threads owning whole chunks (many), all giving the same result."""
+    x = rand((3, 16, 40, 41))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 2, 0, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["z"], strides=[2, 2], group=2),
+             helper.make_node("Conv", ["x", "pw", "b"], ["u"])]
+    inits = {"w": rand((9, 16, 3, 3)), "b": rand((9,)), "w2": rand((6, 8, 3, 3)), "pw": rand((9, 16, 1, 1))}
+    m = make_model_from_nodes(nodes, {"x": x}, inits, ["y", "z", "u"])
+    ref, _ = run_both(m, {"x": x})
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = onnxc.InferenceSession(m.SerializeToString(), so)
+    for got, want in zip(sess.run(None, {"x": x}), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

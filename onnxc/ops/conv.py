@@ -23,6 +23,7 @@ FLOATS = (D["float"], D["double"])
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 COL_CHUNK_BYTES = 512 * 1024   # im2col chunk: about half an L2
 CHUNK_ALIGN = 48               # chunk widths: a multiple of every SGEMM NR (8, 12, 16, 48)
+CONV_SLOTS = 8                 # threads that can each work on a chunk of their own
 
 
 def _align(n: int) -> int:
@@ -140,14 +141,17 @@ class Conv(OpSpec):
         wpack_bytes = _align(sgemm_wpack_bytes(g["Mg"], K)) if wpack else 0
         col_bytes = _align(K * nch * x.etype.itemsize) if kind == "im2col" else 0
         work = max(sgemm_work_bytes(g["Mg"], nch, K), sgemm_work_bytes(nch, g["Mg"], K)) if wpack else 0
+        # chunked convolutions give threads whole chunks, each in a slot of its own (col + work)
+        slots = CONV_SLOTS if wpack and osp > nch else 1
         # depthwise: output columns [dw_lo, dw_hi) have every tap inside the input row
         ow_n, iw_n, s, pb, d, kw = g["O"][2], g["I"][2], g["S"][2], g["P"][2], g["DL"][2], g["KS"][2]
         ok = [o for o in range(ow_n) if o * s - pb >= 0 and o * s - pb + (kw - 1) * d < iw_n]
         dw_lo, dw_hi = (ok[0], ok[-1] + 1) if ok else (0, 0)
         border = [(a, b) for a, b in ((0, dw_lo), (dw_hi, ow_n)) if b > a]
         dw_fast = g["KS"][0] == 1 and g["KS"][1] * g["KS"][2] <= 25   # 1-D/2-D, small kernels
-        return {**g, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_off": g["G"] * wpack_bytes,
-                "work_off": g["G"] * wpack_bytes + col_bytes, "work_bytes": work, "dw_lo": dw_lo,
+        return {**g, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
+                "slots": slots, "slot_off": g["G"] * wpack_bytes, "slot_bytes": _align(col_bytes + work),
+                "dw_lo": dw_lo,
                 "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
@@ -157,4 +161,4 @@ class Conv(OpSpec):
         p = self.params(node)
         if p["kind"] == "depthwise":
             return 0
-        return p["work_off"] + p["work_bytes"]
+        return p["slot_off"] + p["slots"] * p["slot_bytes"]
