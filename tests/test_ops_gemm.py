@@ -364,3 +364,14 @@ def test_work_bytes_match_header(tmp_path):
         work, wpack = map(int, line.split())
         assert work == gemm_op.sgemm_work_bytes(m, n, k)
         assert wpack == gemm_op.sgemm_wpack_bytes(m, k)
+
+
+def test_zero_sized():
+    """K = 0 gives zeros (plus beta * C); M or N = 0 gives empty outputs."""
+    a, b, c = np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), rand((4,))
+    check(make_node_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
+    check(make_node_model("Gemm", {"a": a, "b": b, "c": c}, {"beta": 2.0}), {"a": a, "b": b, "c": c})
+    check(make_node_model("Gemm", {"a": a.astype(np.float64), "b": b.astype(np.float64)}),
+          {"a": a.astype(np.float64), "b": b.astype(np.float64)})
+    e, f = np.zeros((0, 5), np.int64), rand((5, 4), np.int64)
+    check(make_node_model("MatMul", {"e": e, "f": f}), {"e": e, "f": f})
