@@ -1,17 +1,20 @@
 /* onnxc GEMM kernels: C99 (+ GCC vector extensions where available), no allocation, no globals.
  *
- *   onnxc_sgemm   float, packed + cache-blocked + register-blocked, OpenMP over blocks
- *   onnxc_dgemm   double, simple row-wise kernel (no workspace)
- *   onnxc_igemm_<T> exact integer C = A * B (int32/int64/uint32/uint64), wrapping
+ *   onnxc_sgemm       float: packed, cache-blocked, register-blocked, OpenMP over blocks
+ *   onnxc_sgemm_wpack / onnxc_sgemm_wmul
+ *                     float with a constant left operand (weights) packed once and reused
+ *   onnxc_dgemm       double: simple row-wise kernel (no workspace)
+ *   onnxc_igemm_<T>   exact integer C = A * B (int32/int64/uint32/uint64), wrapping
  *
  * Layout for all: row-major. op(A) is M x K (A stored M x K, or K x M when transA);
  * op(B) is K x N (B stored K x N, or N x K when transB); C is M x N with leading dim ldc.
  * C = alpha * op(A) op(B) + beta * C; when beta == 0, C is written without being read.
  *
- * onnxc_sgemm takes a workspace of ONNXC_SGEMM_WORK_BYTES(M, N, K) bytes (packed panels).
- * onnxc/ops/gemm.py computes the same bound for the memory planner (see sgemm_work_bytes):
- * keep the two in step. Micro-kernels for other ISAs plug in behind this interface by
- * defining ONNXC_SGEMM_MR/NR and onnxc__sgemm_kernel (MR, NR <= the *_MAX bounds below).
+ * Workspaces come from the caller (the node's scratch): ONNXC_SGEMM_WORK_BYTES(M, N, K) for
+ * onnxc_sgemm/wmul, ONNXC_SGEMM_WPACK_BYTES(M, K) for packed weights. onnxc/ops/gemm.py
+ * computes the same bounds for the memory planner (tests check they agree): keep them in step.
+ * Micro-kernels for other ISAs plug in behind this interface by defining ONNXC_SGEMM_MR/NR
+ * and onnxc__sgemm_kernel (MR <= ONNXC_SGEMM_MR_MAX, NR <= ONNXC_SGEMM_NR_MAX).
  */
 #ifndef ONNXC_GEMM_H
 #define ONNXC_GEMM_H
@@ -190,7 +193,11 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, con
 #if defined(ONNXC_GEMM_VEC)
 typedef float onnxc_v8f __attribute__((vector_size(32)));
 typedef int32_t onnxc_v8i __attribute__((vector_size(32)));
+#if defined(__clang__)
+#define ONNXC__SHUF(x, y, ...) __builtin_shufflevector((x), (y), __VA_ARGS__)
+#else
 #define ONNXC__SHUF(x, y, ...) __builtin_shuffle((x), (y), (onnxc_v8i){__VA_ARGS__})
+#endif
 
 /* dst[c*dst_stride + r] = src[r*src_stride + c] for an 8 x 8 block (packing row-major panels
  * into k-major order; the shuffles become unpck/shuf/perm instructions). */
