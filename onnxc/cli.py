@@ -215,7 +215,8 @@ def _io_lines(items) -> list[str]:
         dims = ", ".join(str(x) if isinstance(x, int) else f"s{x['sym']}" if isinstance(x, dict) else "?"
                          for x in d["dims"])
         et = dtypes.from_onnx(d["onnx_type"])
-        out.append(f" *   [{k}] {et.c} ({et.name}) [{dims}]")
+        kind = et.c if et.c == et.name else f"{et.c} ({et.name})"
+        out.append(f" *   [{k}] {kind} [{dims}]")
     return out or [" *   (none)"]
 
 
@@ -247,9 +248,15 @@ def _firmware_prelude(comp, extra_c) -> str:
         " * Tensor names, shapes and model metadata: the JSON string from onnxc_meta_json().",
         " */",
         "#if defined(__GNUC__)",
-        "/* The weights and the metadata are long string literals: C99 only promises 4095 characters,",
-        " * but gcc, clang and the embedded toolchains we know take any length. */",
+        "#if defined(__clang__)",
+        "#pragma clang diagnostic ignored \"-Wunknown-warning-option\"",
+        "#endif",
+        "/* The weights and the metadata are long string literals: C99 only promises 4095 characters;",
+        " * gcc and clang take any length. */",
         "#pragma GCC diagnostic ignored \"-Woverlength-strings\"",
+        "/* Generated code may declare a dimension it does not use (as onnxc's own build allows). */",
+        "#pragma GCC diagnostic ignored \"-Wunused-variable\"",
+        "#pragma GCC diagnostic ignored \"-Wunused-but-set-variable\"",
         "#if !defined(_OPENMP)",
         "#pragma GCC diagnostic ignored \"-Wunknown-pragmas\"  /* OpenMP pragmas are optional */",
         "#endif",
