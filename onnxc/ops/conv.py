@@ -23,7 +23,7 @@ FLOATS = (D["float"], D["double"])
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 COL_CHUNK_BYTES = 512 * 1024   # im2col chunk: about half an L2
 CHUNK_ALIGN = 48               # chunk widths: a multiple of every SGEMM NR (8, 12, 16, 48)
-CONV_SLOTS = 8                 # threads that can each work on a chunk of their own
+CONV_SLOTS = 4                 # up to this many threads take chunks of their own (scratch: one slot each)
 
 
 def _align(n: int) -> int:
@@ -133,14 +133,17 @@ class Conv(OpSpec):
             kind = "im2col"
         # float: weights packed once per call (reused for every image and chunk); the im2col
         # buffer covers a chunk of output pixels small enough to stay in L2
-        wpack = gemm_kernel(x.etype) == "s"
+        sgemm = gemm_kernel(x.etype) == "s"
         nch = osp
-        if kind == "im2col" and wpack and K * osp * 4 > COL_CHUNK_BYTES and osp >= 4 * CHUNK_ALIGN:
+        if kind == "im2col" and sgemm and K * osp * 4 > COL_CHUNK_BYTES and osp >= 4 * CHUNK_ALIGN:
             nchunks = -(-K * osp * 4 // COL_CHUNK_BYTES)          # balanced chunks
             nch = min(osp, -(-osp // nchunks // CHUNK_ALIGN) * CHUNK_ALIGN or CHUNK_ALIGN)
+        # packing the weights ahead pays when they are used more than once (several images or
+        # chunks); one image in one chunk lets the GEMM pack as it goes (less scratch)
+        wpack = sgemm and not (x.shape[0] == 1 and nch == osp)
         wpack_bytes = _align(sgemm_wpack_bytes(g["Mg"], K)) if wpack else 0
         col_bytes = _align(K * nch * x.etype.itemsize) if kind == "im2col" else 0
-        work = max(sgemm_work_bytes(g["Mg"], nch, K), sgemm_work_bytes(nch, g["Mg"], K)) if wpack else 0
+        work = max(sgemm_work_bytes(g["Mg"], nch, K), sgemm_work_bytes(nch, g["Mg"], K)) if sgemm else 0
         # chunked convolutions give threads whole chunks, each in a slot of its own (col + work)
         slots = CONV_SLOTS if wpack and osp > nch else 1
         # depthwise: output columns [dw_lo, dw_hi) have every tap inside the input row
