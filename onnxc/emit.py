@@ -104,10 +104,10 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         if kind[0] == "input":
             expr, const = f"inputs[{kind[1]}]", True
         elif kind[0] == "overridable":
-            w = f"({prefix}weights + {blob.offsets[v.id]})"
+            w = f"({prefix}weights + {blob.offsets[kind[2]]})"
             expr, const = f"(inputs[{n_in + kind[1]}] ? inputs[{n_in + kind[1]}] : (const void *){w})", True
         elif kind[0] == "weight":
-            expr, const = f"({prefix}weights + {blob.offsets[v.id]})", True
+            expr, const = f"({prefix}weights + {blob.offsets[kind[1]]})", True
         elif kind[0] == "output":
             expr, const = f"outputs[{kind[1]}]", False
         else:

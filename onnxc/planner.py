@@ -39,7 +39,8 @@ class Block:
 
 @dataclass
 class MemoryPlan:
-    storage: dict[int, tuple]          # value id -> ("input", i) | ("overridable", i) | ("weight",)
+    storage: dict[int, tuple]          # value id -> ("input", i) | ("overridable", i, root id)
+                                       #            | ("weight", root id)
                                        #            | ("output", j) | ("arena", offset)
     aliased_views: set[int]            # node indices whose view output shares its input's storage
     copies: list[tuple[Value, int]]    # at the end: copy value into graph output j
@@ -90,11 +91,11 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         members[v.id] = [v]
         if v.producer is None:
             if v in graph.overridable:
-                g.kind[v.id] = ("overridable", graph.overridable.index(v))
+                g.kind[v.id] = ("overridable", graph.overridable.index(v), v.id)
             elif v.is_input:
                 g.kind[v.id] = ("input", graph.inputs.index(v))
             elif v.const is not None:
-                g.kind[v.id] = ("weight",)
+                g.kind[v.id] = ("weight", v.id)   # views of it keep reading the root's bytes
         else:
             g.kind[v.id] = ("arena",)
     copies: list[tuple[Value, int]] = []
@@ -179,7 +180,6 @@ def _symbols(d: Dim) -> set:
 def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     order = sorted(blocks, key=lambda b: (-evaluate(b.size, hint), b.start, b.key))
     placed: list[Block] = []
-    total_before: Dim = 0
     for b in order:
         live = [p for p in placed if p.start <= b.end and b.start <= p.end]
         cands = sorted({0, *[p.offset + p.size for p in live]}, key=lambda c: (evaluate(c, hint), repr(c)))
@@ -188,10 +188,12 @@ def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
             if all(provably_le(c + b.size, p.offset) or provably_le(p.offset + p.size, c) for p in live):
                 chosen = c
                 break
-        # the sum of everything placed so far is provably above every placed block
-        b.offset = chosen if chosen is not None else total_before
+        if chosen is None:  # above every block it overlaps: valid for all symbol values
+            chosen = 0
+            for p in live:
+                chosen = dmax(chosen, p.offset + p.size)
+        b.offset = chosen
         placed.append(b)
-        total_before = total_before + b.size
     arena: Dim = 0
     for b in placed:
         arena = dmax(arena, b.offset + b.size)

@@ -256,7 +256,35 @@ def product(dims) -> Dim:
 def provably_le(a: Dim, b: Dim) -> bool:
     """True when a <= b for every non-negative value of every atom."""
     diff = Expr.lift(b - a if isinstance(b, int) and isinstance(a, int) else Expr.lift(b) - a)
-    return all(c >= 0 for c in diff.terms.values())
+    return _nonneg(diff, 4)
+
+
+def _nonneg(e: Expr, depth: int) -> bool:
+    """Sufficient test for e >= 0: all coefficients non-negative, or, for a max() atom that only
+    adds (or a min() atom that only subtracts), the same test with it replaced by either of its
+    arguments -- each replacement is a lower bound of e."""
+    if all(c >= 0 for c in e.terms.values()):
+        return True
+    if depth == 0:
+        return False
+    for atom in e.atoms():
+        if atom[0] not in ("max", "min"):
+            continue
+        signs = {c > 0 for m, c in e.terms.items() if atom in m}
+        if signs == ({True} if atom[0] == "max" else {False}):
+            if any(_nonneg(Expr.lift(_subs(e, atom, arg)), depth - 1) for arg in atom[1:]):
+                return True
+    return False
+
+
+def _subs(e: Expr, atom: tuple, value: Dim) -> Dim:
+    out: Dim = 0
+    for m, c in e.terms.items():
+        term: Dim = c
+        for a in m:
+            term = term * (value if a == atom else Expr({(a,): 1}))
+        out = out + term
+    return out
 
 
 def align_up(d: Dim, alignment: int) -> Dim:

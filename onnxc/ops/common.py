@@ -52,7 +52,7 @@ def const_input(node: Node, i: int, what: str) -> np.ndarray:
     v = node.input(i)
     if v is None:
         return None
-    if v.const is None:
+    if v.const is None or v.is_input:   # an overridable initializer may change per run
         raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be a constant "
                                 "(initializer or Constant) for now; data-dependent shapes come later")
     return v.const
