@@ -131,3 +131,23 @@ def test_output_that_is_an_input_is_copied():
     shapes.infer(g)
     p = planner.plan(g, compiler.facts)
     assert [(v.name, j) for v, j in p.copies] == [("x", 1)]
+
+
+def test_symbolic_cnn_plan_is_tight_at_every_batch():
+    """Conv scratch grows with min(batch, block): placement must still prove its offsets."""
+    import os
+    from onnxc import loader
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "tiny_cnn.onnx")
+    c = compiler.compile_model(loader.load(path))
+    for batch in (1, 3, 16, 1000):
+        env = {"batch": batch}
+        assert c.plan.arena_at(env) <= 1.1 * c.plan.lower_bound(env)
+
+
+def test_max_and_min_atoms_are_compared():
+    from onnxc.symbolic import dmax, dmin, provably_le
+    n = sym("N")
+    assert provably_le(64 * n, dmax(64 * n, 1000))
+    assert provably_le(1000, dmax(64 * n, 1000) + 5)
+    assert provably_le(dmin(n, 1024), n)
+    assert not provably_le(dmax(64 * n, 1000), 64 * n)
