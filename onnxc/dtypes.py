@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes  # onnx depends on it: numpy dtypes for bfloat16 and friends
 import numpy as np
 from onnx import TensorProto
 
@@ -17,6 +18,12 @@ class ElemType:
     c: str             # C storage type
     is_float: bool = False
     is_signed: bool = True
+    compute: str = ""  # C type arithmetic happens in, when it differs from storage (float16 -> float)
+
+    @property
+    def cc(self) -> str:
+        """C type to compute in; templates load with onnxc_ld_<name>() and store with onnxc_st_<name>()."""
+        return self.compute or self.c
 
     @property
     def itemsize(self) -> int:
@@ -30,7 +37,8 @@ class ElemType:
 _TABLE = [
     ElemType(TensorProto.FLOAT, "float", np.dtype(np.float32), "float", True),
     ElemType(TensorProto.DOUBLE, "double", np.dtype(np.float64), "double", True),
-    ElemType(TensorProto.FLOAT16, "float16", np.dtype(np.float16), "uint16_t", True),
+    ElemType(TensorProto.FLOAT16, "float16", np.dtype(np.float16), "uint16_t", True, compute="float"),
+    ElemType(TensorProto.BFLOAT16, "bfloat16", np.dtype(ml_dtypes.bfloat16), "uint16_t", True, compute="float"),
     ElemType(TensorProto.INT8, "int8", np.dtype(np.int8), "int8_t"),
     ElemType(TensorProto.INT16, "int16", np.dtype(np.int16), "int16_t"),
     ElemType(TensorProto.INT32, "int32", np.dtype(np.int32), "int32_t"),

@@ -37,6 +37,7 @@ class TensorRef:
     numel: str
     rank: int
     etype: str
+    cc: str = ""           # compute type: float for float16/bfloat16, else ct
 
 
 @dataclass
@@ -115,7 +116,7 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         q = "const " if const else ""
         decls.append(f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});")
         refs[v.id] = TensorRef(v.cname, ct, [c(d) for d in v.shape], c(product(v.shape)), len(v.shape),
-                               v.etype.name)
+                               v.etype.name, v.etype.cc)
 
     blocks, headers, op_counts = [], [], {}
     for node in graph.nodes:

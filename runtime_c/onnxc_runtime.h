@@ -38,3 +38,95 @@ static inline int64_t onnxc_max64(int64_t a, int64_t b) { return a > b ? a : b; 
 static inline int64_t onnxc_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 #endif
+
+#ifndef ONNXC_HALF_H
+#define ONNXC_HALF_H
+/* float16 / bfloat16 are stored as uint16_t and computed in float. Conversions round to nearest
+ * even and keep NaN (quiet), infinities and signed zeros; float16 subnormals are exact. */
+static inline float onnxc_h2f(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+    if (exp == 0x1fu) {
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {            /* subnormal: normalise */
+        int e = -1;
+        do { man <<= 1; ++e; } while (!(man & 0x400u));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t onnxc_f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)                                  /* inf or NaN */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
+    if (ax >= 0x477ff000u)                                  /* rounds to >= 65520: inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {                                 /* below the smallest normal half */
+        if (ax < 0x33000000u) return (uint16_t)sign;        /* < 2^-25: rounds to zero */
+        uint32_t man = (ax & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(ax >> 23);                  /* 14..24 */
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1u), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1u))) ++half;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = ((ax >> 13) - (112u << 10)), rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+    return (uint16_t)(sign | h);
+}
+
+static inline float onnxc_bf2f(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t onnxc_f2bf(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);               /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+/* onnxc_ld_<type>(stored) -> compute value; onnxc_st_<type>(compute value) -> stored */
+#define onnxc_ld_float16(x) onnxc_h2f(x)
+#define onnxc_st_float16(x) onnxc_f2h((float)(x))
+#define onnxc_ld_bfloat16(x) onnxc_bf2f(x)
+#define onnxc_st_bfloat16(x) onnxc_f2bf((float)(x))
+#define onnxc_ld_float(x) (x)
+#define onnxc_st_float(x) ((float)(x))
+#define onnxc_ld_double(x) (x)
+#define onnxc_st_double(x) ((double)(x))
+#define onnxc_ld_int8(x) (x)
+#define onnxc_st_int8(x) ((int8_t)(x))
+#define onnxc_ld_int16(x) (x)
+#define onnxc_st_int16(x) ((int16_t)(x))
+#define onnxc_ld_int32(x) (x)
+#define onnxc_st_int32(x) ((int32_t)(x))
+#define onnxc_ld_int64(x) (x)
+#define onnxc_st_int64(x) ((int64_t)(x))
+#define onnxc_ld_uint8(x) (x)
+#define onnxc_st_uint8(x) ((uint8_t)(x))
+#define onnxc_ld_uint16(x) (x)
+#define onnxc_st_uint16(x) ((uint16_t)(x))
+#define onnxc_ld_uint32(x) (x)
+#define onnxc_st_uint32(x) ((uint32_t)(x))
+#define onnxc_ld_uint64(x) (x)
+#define onnxc_st_uint64(x) ((uint64_t)(x))
+#define onnxc_ld_bool(x) (x)
+#define onnxc_st_bool(x) ((uint8_t)((x) != 0))
+#endif
