@@ -194,3 +194,52 @@ def test_hardmax(opset, axis):
         want = np.eye(x2.shape[1], dtype=np.float32)[np.argmax(x2, axis=1)].reshape(x.shape)
     got = run_onnxc(declare(m, [want]), {"x": x})[0]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("attrs,shape", [
+    ({"kernel_shape": [3]}, (1, 3, 10)),
+    ({"kernel_shape": [2, 2]}, (2, 3, 6, 5)),
+    ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "p": 3}, (1, 2, 5, 5)),
+    ({"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2], "p": 1}, (1, 2, 7, 6)),
+    ({"kernel_shape": [2, 2], "dilations": [2, 2]}, (1, 1, 6, 6)),
+    ({"kernel_shape": [2, 2, 2]}, (1, 2, 4, 4, 3)),
+])
+def test_lppool(attrs, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    m = make_node_model("LpPool", {"x": x}, attrs, opset=18)
+    # the reference averages over the taps inside the input then scales by the kernel size,
+    # which is the plain sum only without padding: compare with the sum (ONNX, onnxruntime)
+    ref = onnx.reference.ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = run_onnxc(declare(m, [ref]), {"x": x})[0]
+    if "pads" not in attrs and "auto_pad" not in attrs:
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    else:
+        p = attrs.get("p", 2)
+        xp = np.pad(np.abs(x) ** p, [(0, 0), (0, 0), (1, 1), (1, 1)])
+        if "strides" in attrs:   # SAME_UPPER, 7x6 -> 4x3, total pads (2, 1): (1, 1) and (0, 1)
+            xp = np.pad(np.abs(x) ** p, [(0, 0), (0, 0), (1, 1), (0, 1)])
+        s = attrs.get("strides", [1, 1])
+        want = np.zeros(got.shape, np.float64)
+        for i in range(got.shape[2]):
+            for j in range(got.shape[3]):
+                want[:, :, i, j] = xp[:, :, i * s[0]:i * s[0] + 3, j * s[1]:j * s[1] + 3].sum(axis=(2, 3))
+        np.testing.assert_allclose(got, want ** (1 / p), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_globallppool(p):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    m = make_node_model("GlobalLpPool", {"x": x}, {"p": p})   # onnx.reference has no GlobalLpPool
+    want = ((np.abs(x.astype(np.float64)) ** p).sum(axis=(2, 3), keepdims=True) ** (1 / p)).astype(np.float32)
+    np.testing.assert_allclose(run_onnxc(declare(m, [want]), {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_maxunpool():
+    x = rng.standard_normal((2, 3, 2, 3)).astype(np.float32)
+    ind = np.array([((n * 3 + c) * 16 + np.array([0, 3, 5, 9, 12, 15])).reshape(2, 3)
+                    for n in range(2) for c in range(3)]).reshape(2, 3, 2, 3).astype(np.int64)
+    m = make_node_model("MaxUnpool", {"x": x, "i": ind}, {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+    check(m, {"x": x, "i": ind})
+    m = make_node_model("MaxUnpool", {"x": x, "i": ind}, {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11,
+                        initializers={"s": np.array([2, 3, 5, 7], np.int64)})
+    check(m, {"x": x, "i": ind})
