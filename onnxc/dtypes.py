@@ -50,6 +50,13 @@ _TABLE = [
     ElemType(TensorProto.BOOL, "bool", np.dtype(np.bool_), "uint8_t", is_signed=False),
 ]
 
+# Strings: C stores pointers to NUL-terminated UTF-8 (``const char *``, 8 bytes). The pointed-to
+# bytes are never created by generated code: they are the caller's input strings or string
+# literals of the library (see onnxc.cstring.literal). numpy holds them as object arrays of str.
+# STRING is kept out of BY_NP/BY_ONNX so code that only knows numeric storage never meets it;
+# from_onnx(..., strings=True) opts in (graph inputs/outputs, the session).
+STRING = ElemType(TensorProto.STRING, "string", np.dtype(object), "const char *", is_signed=False)
+
 BY_ONNX = {t.onnx: t for t in _TABLE}
 BY_NP = {t.np: t for t in _TABLE}
 BY_NAME = {t.name: t for t in _TABLE}
@@ -59,7 +66,9 @@ INT64 = BY_ONNX[TensorProto.INT64]
 BOOL = BY_ONNX[TensorProto.BOOL]
 
 
-def from_onnx(code: int, where: str = "") -> ElemType:
+def from_onnx(code: int, where: str = "", strings: bool = False) -> ElemType:
+    if code == TensorProto.STRING and strings:
+        return STRING
     try:
         return BY_ONNX[code]
     except KeyError:

@@ -113,7 +113,7 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
             expr, const = f"outputs[{kind[1]}]", False
         else:
             expr, const = f"(A + {c(kind[1])})", False
-        q = "const " if const else ""
+        q = "const " if const and not ct.startswith("const ") else ""   # strings: const char *
         decls.append(f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});")
         refs[v.id] = TensorRef(v.cname, ct, [c(d) for d in v.shape], c(product(v.shape)), len(v.shape),
                                v.etype.name, v.etype.cc)
@@ -175,6 +175,11 @@ def _weights_c(data: bytes) -> str:
 def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: str) -> dict:
     def io(v: Value, vi=None) -> dict:
         disp = [_display_dim(d) for d in v.shape]
+        zm = getattr(v, "zipmap", None)     # ZipMap output: a float tensor the session turns into dicts
+        if zm is not None:
+            return {"name": v.name, "type": zm["type"], "onnx_type": v.etype.onnx, "shape": [],
+                    "dims": [d if isinstance(d, int) else {"sym": syms.index(repr(d))} if repr(d) in syms
+                             else None for d in v.shape], "zipmap": zm}
         return {
             "name": v.name,
             "type": v.etype.ort,

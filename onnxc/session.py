@@ -86,8 +86,8 @@ class _In:
 
     def __init__(self, d: dict, index: int, required: bool):
         self.name, self.index, self.required = d["name"], index, required
-        self.etype = dtypes.from_onnx(d["onnx_type"])
-        self.dtype = self.etype.np
+        self.etype = dtypes.from_onnx(d["onnx_type"], strings=True)
+        self.dtype = self.etype.np if self.etype is not dtypes.STRING else np.dtype(np.uintp)  # pointers
         dims = d["dims"]
         self.rank = len(dims)
         self.fixed = tuple((k, v) for k, v in enumerate(dims) if isinstance(v, int))
@@ -127,8 +127,9 @@ class InferenceSession:
         self._sym_specs = [s for s in self._specs if s.shape is None]
         self._nsyms = len(syms)
         self._out_index = {d["name"]: j for j, d in enumerate(lib.outputs)}
-        self._out_et = [dtypes.from_onnx(d["onnx_type"]) for d in lib.outputs]
+        self._out_et = [dtypes.from_onnx(d["onnx_type"], strings=True) for d in lib.outputs]
         self._out_np = [et.np for et in self._out_et]
+        self._init_ml_io()
         self._out_ranks = [len(d["dims"]) for d in lib.outputs]
         self._ffi, self._clib = lib.ffi, lib.lib
         self._run_fn = lib.lib.onnxc_run
@@ -190,9 +191,15 @@ class InferenceSession:
         """Outputs as numpy arrays (all of them when output_names is None or empty)."""
         if run_options is not None and run_options.terminate:
             raise Fail("Exiting due to terminate flag being set to true.")
+        keep = None
+        if self._str_in:
+            input_feed, keep = self._encode_strings(input_feed)
         arrays = self._feed(input_feed)
         sel = self._selection(output_names) if output_names else None
         outs = self._execute(arrays)
+        if self._ml_out:
+            outs = self._ml_outputs(outs)
+        del keep   # the input strings were needed until string outputs were decoded
         return outs if sel is None else [outs[j] for j in sel]
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options: RunOptions | None = None
@@ -230,6 +237,78 @@ class InferenceSession:
             raise
         except InvalidArgument as e:
             raise BindingError(f"Error in execution: {e}") from None
+
+    # ---- strings and ZipMap (ai.onnx.ml) -------------------------------------------------
+    def _init_ml_io(self) -> None:
+        """String tensors cross the C boundary as arrays of ``const char *``; ZipMap outputs are
+        float tensors turned into lists of dicts after the call."""
+        self._str_in = [s for s in self._specs if s.etype is dtypes.STRING]
+        self._ml_out = []
+        for j, d in enumerate(self._lib.outputs):
+            if d.get("zipmap"):
+                self._ml_out.append((j, "zipmap", list(d["zipmap"]["keys"])))
+                self._outputs[j] = NodeArg(d["name"], d["type"], [])   # as onnxruntime shows a sequence
+            elif self._out_et[j] is dtypes.STRING:
+                self._out_np[j] = np.dtype(np.uintp)
+                self._ml_out.append((j, "string", None))
+
+    def _encode_strings(self, feed) -> tuple:
+        """A copy of the feed whose string inputs are arrays of pointers to NUL-terminated UTF-8,
+        and what keeps those bytes alive."""
+        try:
+            feed = dict(feed.items())
+        except AttributeError:
+            return feed, None           # _feed reports the error
+        keep = []
+        for s in self._str_in:
+            v = feed.get(s.name)
+            if v is None:
+                continue
+            if isinstance(v, OrtValue):
+                v = v._host_array()
+            a = np.asarray(v, dtype=object) if isinstance(v, (list, tuple)) else v
+            if not isinstance(a, np.ndarray) or a.dtype.kind not in "OUS":
+                got = a.dtype if isinstance(a, np.ndarray) else type(v).__name__
+                raise InvalidArgument(f"Unexpected input data type. Actual: ({got}) , expected: (tensor(string))")
+            parts = []
+            for item in a.reshape(-1).tolist():
+                b = item.encode("utf-8") if isinstance(item, str) else item if isinstance(item, bytes) else None
+                if b is None:
+                    raise InvalidArgument(f"input {s.name!r}: a string tensor holds a {type(item).__name__}")
+                if b"\0" in b:
+                    raise InvalidArgument(f"input {s.name!r}: strings with NUL characters are not supported")
+                parts.append(b)
+            blob = b"\0".join(parts) + b"\0"
+            cbuf = self._ffi.from_buffer(blob)
+            base = int(self._ffi.cast("uintptr_t", cbuf))
+            offs = np.zeros(len(parts), np.uintp)
+            if parts:
+                offs[1:] = np.cumsum([len(b) + 1 for b in parts[:-1]], dtype=np.uintp)
+            feed[s.name] = (offs + np.uintp(base)).reshape(a.shape)
+            keep.append((blob, cbuf))
+        return feed, keep
+
+    def _ml_outputs(self, outs: list) -> list:
+        """Decode string outputs (pointers into the library's constants or the input strings, read
+        before those go away) and turn ZipMap outputs into onnxruntime's list of dicts."""
+        outs = list(outs)
+        for j, kind, keys in self._ml_out:
+            a = outs[j]
+            if kind == "zipmap":
+                outs[j] = [dict(zip(keys, row)) for row in a.reshape(-1, len(keys)).tolist()]
+                continue
+            cache: dict = {}
+            string, cast = self._ffi.string, self._ffi.cast
+            res = np.empty(a.shape, dtype=object)
+            flat = res.reshape(-1)
+            for k, ptr in enumerate(a.reshape(-1).tolist()):
+                txt = cache.get(ptr)
+                if txt is None:
+                    txt = string(cast("char *", ptr)).decode("utf-8", "replace") if ptr else ""
+                    cache[ptr] = txt
+                flat[k] = txt
+            outs[j] = res
+        return outs
 
     # ---- feeds ---------------------------------------------------------------------------
     def _feed(self, feed) -> list:

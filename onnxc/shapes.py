@@ -44,7 +44,7 @@ def infer(graph: Graph, overrides: Mapping[str, int] | None = None) -> None:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise InvalidGraph(f"graph input {vi.name!r} is not a tensor (sequence/map inputs come later)")
-        v.etype = dtypes.from_onnx(tt.elem_type, f" (graph input {vi.name!r})")
+        v.etype = dtypes.from_onnx(tt.elem_type, f" (graph input {vi.name!r})", strings=True)
         shape = declared_shape(vi, fresh, overrides)
         if shape is None:
             raise InvalidGraph(f"graph input {vi.name!r} has no shape; onnxc needs at least its rank")
@@ -76,9 +76,12 @@ def _input_infos(graph: Graph):
 
 
 def _check_declared(vi: onnx.ValueInfoProto, v: Value) -> None:
+    if vi.type.WhichOneof("value") not in (None, "tensor_type"):
+        _check_declared_non_tensor(vi, v)
+        return
     tt = vi.type.tensor_type
-    if tt.elem_type and dtypes.from_onnx(tt.elem_type).onnx != v.etype.onnx:
-        raise InvalidGraph(f"graph output {vi.name!r} is declared {dtypes.from_onnx(tt.elem_type).name} "
+    if tt.elem_type and dtypes.from_onnx(tt.elem_type, strings=True).onnx != v.etype.onnx:
+        raise InvalidGraph(f"graph output {vi.name!r} is declared {dtypes.from_onnx(tt.elem_type, strings=True).name} "
                            f"but computes {v.etype.name}")
     if tt.HasField("shape") and len(tt.shape.dim) and len(tt.shape.dim) != len(v.shape):
         raise InvalidGraph(f"graph output {vi.name!r} is declared with rank {len(tt.shape.dim)} but "
@@ -87,3 +90,17 @@ def _check_declared(vi: onnx.ValueInfoProto, v: Value) -> None:
         if d.HasField("dim_value") and isinstance(v.shape[k], int) and d.dim_value != v.shape[k]:
             raise InvalidGraph(f"graph output {vi.name!r} dim {k} is declared {d.dim_value} but "
                                f"computes {v.shape[k]}")
+
+
+def _check_declared_non_tensor(vi: onnx.ValueInfoProto, v: Value) -> None:
+    """Sequence/map graph outputs: only ZipMap's seq(map(key, tensor(float))) is computed so far."""
+    zm = getattr(v, "zipmap", None)
+    t = vi.type
+    ok = (zm is not None and t.HasField("sequence_type") and t.sequence_type.elem_type.HasField("map_type"))
+    if ok:
+        mt = t.sequence_type.elem_type.map_type
+        key = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.STRING: "string"}.get(mt.key_type)
+        ok = key == zm["key_type"] and mt.value_type.tensor_type.elem_type in (0, onnx.TensorProto.FLOAT)
+    if not ok:
+        raise InvalidGraph(f"graph output {vi.name!r} is declared as a {t.WhichOneof('value')} that onnxc "
+                           "does not compute (only ZipMap's sequence of maps is supported)")
