@@ -9,7 +9,13 @@ from pathlib import Path
 import onnx
 
 from . import build, emit, ir, loader, planner, shapes, weights
+from . import passes
+from .passes.cleanup import eliminate_identity, remove_dead_nodes
 from .passes.constants import fold_constant_nodes
+from .passes.fold_batchnorm import fold_batchnorm
+from .passes.fold_constants import fold_constants
+from .passes.fuse_epilogue import fuse_epilogues
+from .passes.transpose_reshape import eliminate_pairs
 from .ops import lookup
 from .planner import NodeFacts
 from .resources import runtime_dir, templates_dir
@@ -40,10 +46,37 @@ def facts(node: ir.Node) -> NodeFacts:
     return NodeFacts(view=spec.view, inplace=tuple(spec.inplace(node)), scratch=spec.scratch(node))
 
 
+# (minimum optimization_level, pass): ModelProto -> ModelProto before the IR, Graph -> Graph after
+# shape inference. Level 0 still turns Constant nodes into initializers (not an optimisation:
+# every later stage sees one kind of constant).
+PROTO_PASSES = [
+    (0, fold_constant_nodes),
+    (passes.BASIC, eliminate_identity),
+    (passes.BASIC, fold_constants),
+    (passes.BASIC, eliminate_pairs),
+    (passes.BASIC, fold_batchnorm),
+    (passes.BASIC, remove_dead_nodes),
+]
+GRAPH_PASSES = [
+    (passes.EXTENDED, fuse_epilogues),
+]
+
+
+def optimize_proto(proto: onnx.ModelProto, level: int) -> onnx.ModelProto:
+    passes.check_private_domain(proto)
+    for lvl, fn in PROTO_PASSES:
+        if level >= lvl:
+            proto = fn(proto)
+    return proto
+
+
 def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, module: str = "",
                   weights_mode: str = "incbin") -> Compiled:
-    graph = ir.from_model(fold_constant_nodes(proto))
+    graph = ir.from_model(optimize_proto(proto, options.optimization_level))
     shapes.infer(graph, options.free_dims)
+    for lvl, fn in GRAPH_PASSES:
+        if options.optimization_level >= lvl:
+            graph = fn(graph)
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
     sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module)

@@ -12,10 +12,12 @@ Channels, kernel and spatial dims must be static; the batch may be symbolic.
 from __future__ import annotations
 
 from .. import dtypes
+from ..passes import PRIVATE_DOMAIN
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import dim_repr, product
 from .common import attr_enum, attr_ints, fail
-from .gemm import check_type, gemm_kernel, sgemm_work_bytes, sgemm_wpack_bytes
+from .gemm import (check_type, epilogue, gemm_kernel, residual_inplace, sgemm_work_bytes,
+                   sgemm_wpack_bytes)
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
@@ -158,10 +160,23 @@ class Conv(OpSpec):
                 "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
-                "has_bias": node.input(2) is not None}
+                "has_bias": node.input(2) is not None, **epilogue(node)}
 
     def scratch(self, node):
         p = self.params(node)
         if p["kind"] == "depthwise":
             return 0
         return p["slot_off"] + p["slots"] * p["slot_bytes"]
+
+
+@register
+class FusedConv(Conv):
+    """Conv + [residual Add] + [activation] (passes/fuse_epilogue.py): inputs X, W, B, Z;
+    Y = act(conv(X, W) + B + Z), applied to each chunk of output pixels right after its GEMM."""
+    op_type = "FusedConv"
+    domain = PRIVATE_DOMAIN
+
+    def inplace(self, node):
+        if self.params(node)["kind"] == "depthwise":   # writes a row before reading its residual
+            return []
+        return residual_inplace(node, node.inputs[:3])

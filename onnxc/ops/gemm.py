@@ -7,6 +7,7 @@ are not supported yet.
 from __future__ import annotations
 
 import math
+import re
 
 from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
@@ -46,6 +47,29 @@ def c_float(x: float, ct: str) -> str:
         return inf if x > 0 else f"(-{inf})"
     lit = repr(x)
     return f"{lit}f" if ct == "float" else lit
+
+
+def epilogue(node) -> dict:
+    """What a fused node (passes/fuse_epilogue.py) applies after its product: the residual
+    (input 3) and the activation as a C expression over `v` ("" when none)."""
+    from ..passes import PRIVATE_DOMAIN
+    from ..passes.fuse_epilogue import activation_expr
+    if node.domain != PRIVATE_DOMAIN:
+        return {"act": "", "has_res": False}
+    act = node.attr("activation")
+    expr = activation_expr(act) if act is not None else ""
+    if expr is None:
+        raise fail(node, f"the fused activation {act.op_type} has no C expression")
+    return {"act": re.sub(r"\ba0\b", "v", expr), "has_res": node.input(3) is not None}
+
+
+def residual_inplace(node, others) -> list[tuple[int, int]]:
+    """The output may take the residual's storage when no other input shares it (the epilogue
+    reads each residual element right before writing the same output element)."""
+    z, y = node.input(3), node.outputs[0]
+    if z is None or any(v is z for v in others) or z.shape != y.shape or z.etype != y.etype:
+        return []
+    return [(0, 3)]
 
 
 def gemm_kernel(et: dtypes.ElemType) -> str:
@@ -132,6 +156,7 @@ class Gemm(OpSpec):
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
+            **epilogue(node),
         }
 
     def inplace(self, node):
@@ -184,7 +209,8 @@ class MatMul(OpSpec):
         M, N, K, abatch, bbatch, batch = self.dims(node)
         et = node.inputs[0].etype
         p = {"kind": gemm_kernel(et), "suffix": et.name, "M": M, "N": N, "K": K, "dims": [],
-             "astr": [], "bstr": [], "ystr": []}
+             "astr": [], "bstr": [], "ystr": [], "has_bias": node.input(2) is not None,
+             "rows": product(node.outputs[0].shape[:-1]), **epilogue(node)}
         if self.folds(node):
             p["M"] = product(abatch) * M
             return p
@@ -202,3 +228,31 @@ class MatMul(OpSpec):
             return 0
         p = self.params(node)
         return sgemm_work_bytes(p["M"], p["N"], p["K"])
+
+
+def _private_domain() -> str:
+    from ..passes import PRIVATE_DOMAIN
+    return PRIVATE_DOMAIN
+
+
+@register
+class FusedGemm(Gemm):
+    """Gemm + [residual Add] + [activation] (passes/fuse_epilogue.py): inputs A, B, C, Z."""
+    op_type = "FusedGemm"
+    domain = _private_domain()
+
+    def inplace(self, node):
+        if node.input(3) is not None:
+            return residual_inplace(node, node.inputs[:2])
+        return super().inplace(node)
+
+
+@register
+class FusedMatMul(MatMul):
+    """MatMul + [bias Add, broadcast along rows] + [residual Add] + [activation]
+    (passes/fuse_epilogue.py): inputs A, B, bias, Z."""
+    op_type = "FusedMatMul"
+    domain = _private_domain()
+
+    def inplace(self, node):
+        return residual_inplace(node, node.inputs[:3])
