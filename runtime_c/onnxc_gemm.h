@@ -39,7 +39,7 @@
 /* ---- blocking (shared with onnxc/ops/gemm.py) ---------------------------------------------- */
 #define ONNXC_SGEMM_KC 256       /* depth of a packed block: A and B micro-panels stay in L1/L2 */
 #define ONNXC_SGEMM_MC 192       /* rows of A per L2-resident block (multiple of every MR) */
-#define ONNXC_SGEMM_MCH 1024     /* rows of A packed at once (one chunk shared by all threads) */
+#define ONNXC_SGEMM_MCH 960      /* rows of A packed at once (one chunk shared by all threads) */
 #define ONNXC_SGEMM_NC 1536      /* columns of B packed at once (L3-resident) */
 #define ONNXC_SGEMM_MR_MAX 16
 #define ONNXC_SGEMM_NR_MAX 64

@@ -20,7 +20,7 @@ GEMM_TYPES = (D["float"], D["double"], D["int32"], D["int64"], D["uint32"], D["u
 
 # Mirrors of the blocking constants in runtime_c/onnxc_gemm.h (tests check they agree).
 SGEMM_KC = 256
-SGEMM_MCH = 1024
+SGEMM_MCH = 960   # a multiple of every MR (8, 6, 4) and of MC
 SGEMM_NC = 1536
 SGEMM_MR_MAX = 16
 SGEMM_NR_MAX = 64
