@@ -518,7 +518,44 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--print-limit", type=int, default=100, help="print arrays up to this many elements whole")
     common(r)
     r.set_defaults(func=cmd_run)
+
+    be = sub.add_parser("bench", help="time a model against onnxruntime, side by side in one process",
+                        description="Times onnxc and (with --vs onnxruntime) onnxruntime alternately in one "
+                                    "process; prints medians, p90 and the ratio (onnxruntime / onnxc). "
+                                    "--suite DIR runs every model of shared/bench/make_models.py in DIR.")
+    be.add_argument("model", nargs="?", help="the .onnx model (or use --suite)")
+    be.add_argument("--vs", choices=["onnxruntime", "none"], default="onnxruntime",
+                    help="compare with onnxruntime (default) or time onnxc alone")
+    be.add_argument("--threads", type=int, action="append", help="intra-op threads (repeatable; default 1)")
+    be.add_argument("--batch", type=int, help="value for symbolic batch dims of random inputs (default 1)")
+    be.add_argument("--seconds", type=float, default=3.0, help="measuring time per case (default 3)")
+    be.add_argument("--suite", metavar="DIR", help="run the benchmark suite of DIR (index.json from "
+                    "make_models.py)")
+    be.add_argument("--only", help="comma-separated model names of the suite")
+    be.add_argument("--out", metavar="PREFIX", help="write PREFIX.md and PREFIX.json")
+    be.set_defaults(func=cmd_bench)
     return p
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+    threads = args.threads or [1]
+    if args.suite:
+        results = bench.run_suite(args.suite, threads=threads, seconds=args.seconds,
+                                  only=args.only.split(",") if args.only else None)
+    elif args.model:
+        results = [bench.bench_model(args.model, threads=nt, batch=args.batch, seconds=args.seconds,
+                                     vs_onnxruntime=args.vs == "onnxruntime") for nt in threads]
+    else:
+        raise UserError("bench: give a model or --suite DIR")
+    table = bench.markdown(results)
+    print(table)
+    if args.out:
+        with open(args.out + ".md", "w") as f:
+            f.write(table)
+        with open(args.out + ".json", "w") as f:
+            f.write(bench.to_json(results))
+    return 0
 
 
 def main(argv=None) -> int:

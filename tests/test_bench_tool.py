@@ -1,0 +1,40 @@
+"""The benchmark tool works (figures are reported, never asserted: machines here are noisy)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from onnxc import bench
+
+
+def _model(tmp_path):
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    p = tmp_path / "relu.onnx"
+    onnx.save(m, p)
+    return str(p)
+
+
+def test_bench_model_side_by_side(tmp_path):
+    r = bench.bench_model(_model(tmp_path), threads=1, batch=4, seconds=0.2)
+    assert r.onnxc.runs >= 5 and r.onnxc.median_us > 0
+    if r.onnxruntime is not None:
+        assert r.ratio > 0 and r.max_abs_diff == 0.0
+    assert "| relu.onnx |" in bench.markdown([r])
+    assert json.loads(bench.to_json([r]))[0]["threads"] == 1
+
+
+def test_bench_cli_writes_table_and_json(tmp_path):
+    out = tmp_path / "res"
+    res = subprocess.run([sys.executable, "-m", "onnxc", "bench", _model(tmp_path), "--seconds", "0.2",
+                          "--vs", "none", "--out", str(out)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert os.path.exists(f"{out}.md") and os.path.exists(f"{out}.json")
+    assert "onnxc median" in res.stdout
