@@ -143,8 +143,9 @@ def fuse_epilogues(graph: Graph) -> Graph:
         ins.append(res)
         attrs = dict(node.attrs)
         attrs["activation"] = act
-        fused = Node(node.index, FUSED[node.op_type], PRIVATE_DOMAIN, 1, node.name, attrs, ins, [cur],
-                     node.proto)
+        # the producer's opset is kept: its spec's opset-dependent rules still apply
+        fused = Node(node.index, FUSED[node.op_type], PRIVATE_DOMAIN, node.opset, node.name, attrs, ins,
+                     [cur], node.proto)
         for v in node.inputs:                          # readers: the producer's inputs ...
             if v is not None:
                 v.consumers = [fused if c is node else c for c in v.consumers]

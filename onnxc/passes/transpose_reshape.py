@@ -24,6 +24,16 @@ def _perm(n: onnx.NodeProto):
 
 
 def eliminate_pairs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Pairs until none is left (a chain of three collapses in two rounds)."""
+    for _ in range(len(model.graph.node) + 1):
+        out = _eliminate_once(model)
+        if out is model:
+            break
+        model = out
+    return model
+
+
+def _eliminate_once(model: onnx.ModelProto) -> onnx.ModelProto:
     g = model.graph
     outputs = {o.name for o in g.output}
     consts = constants(g)
