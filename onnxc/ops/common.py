@@ -140,3 +140,46 @@ def loop_params(out_shape: Sequence[Dim], in_shapes: Sequence[Sequence[Dim]]) ->
     """Template parameters for elementwise.c.j2-style loop nests."""
     dims, strides = broadcast_loops(out_shape, in_shapes)
     return {"dims": dims, "strides": strides, "out_strides": contiguous_strides(dims)}
+
+
+import functools  # noqa: E402  (helpers appended below)
+
+import onnx.defs  # noqa: E402
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_formals(op_type: str, domain: str, opset: int):
+    s = onnx.defs.get_schema(op_type, opset, domain)
+    tcs = {tc.type_param_str: tuple(tc.allowed_type_strs) for tc in s.type_constraints}
+    formal = lambda f: (f.type_str, tuple(t[7:-1] for t in tcs.get(f.type_str, (f.type_str,))
+                                          if t.startswith("tensor(")))
+    return [formal(f) for f in s.inputs], [formal(f) for f in s.outputs]
+
+
+def schema_types(node: Node) -> list[dtypes.ElemType]:
+    """Check the node's input element types against onnx's schema for its opset (inputs sharing
+    a type parameter must agree) and return the output element types the schema implies."""
+    try:
+        fins, fouts = _schema_formals(node.op_type, node.domain, node.opset)
+    except onnx.defs.SchemaError:
+        raise fail(node, f"onnx has no schema for {node.op_type} at opset {node.opset}") from None
+    bound: dict[str, dtypes.ElemType] = {}
+    for i, v in enumerate(node.inputs):
+        if v is None or not fins:
+            continue
+        param, allowed = fins[min(i, len(fins) - 1)]
+        if v.etype.name not in allowed:
+            raise fail(node, f"input {i} has element type {v.etype.name}, which {node.op_type}-"
+                       f"{node.opset} does not accept (allowed: {', '.join(allowed)})")
+        if bound.setdefault(param, v.etype) != v.etype:
+            raise fail(node, f"input {i} has element type {v.etype.name} but another input bound to "
+                       f"the same type parameter {param} is {bound[param].name}")
+    out = []
+    for param, allowed in fouts:
+        if param in bound:
+            out.append(bound[param])
+        elif len(allowed) == 1 and allowed[0] in dtypes.BY_NAME:
+            out.append(dtypes.BY_NAME[allowed[0]])
+        else:
+            raise fail(node, f"cannot tell the element type of output {param}")
+    return out

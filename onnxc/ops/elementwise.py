@@ -1,19 +1,26 @@
 """Elementwise operators as a table: one line per op, a C expression over a0, a1, ...
 
-Math functions are written with their double names (exp, tanh, ...); for float tensors
-the float variants (expf, tanhf, ...) are substituted. Every op renders elementwise.c.j2.
+Each input is loaded into its compute type (float for float16/bfloat16) with onnxc_ld_<type>,
+and the result is stored with onnxc_st_<type>. Math functions are written with their double
+names (exp, tanh, ...); when the computation is in float they become expf, tanhf, ... The
+element types each op accepts come from onnx's schema for the node's opset (common.schema_types).
+Every op renders elementwise.c.j2.
 """
 from __future__ import annotations
 
+import math
 import re
 
+import numpy as np
+import onnx.defs
+
 from .. import dtypes
-from ..errors import NotImplemented as OrtNotImplemented
-from .common import broadcast, fail, loop_params, same_etype
+from .cast import convert
+from .common import attr_enum, broadcast, fail, loop_params, schema_types
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
-FLOATS = (D["float"], D["double"])
+FLOATS = (D["float"], D["double"], D["float16"], D["bfloat16"])
 SIGNED = (D["int8"], D["int16"], D["int32"], D["int64"])
 UNSIGNED = (D["uint8"], D["uint16"], D["uint32"], D["uint64"])
 INTS = SIGNED + UNSIGNED
@@ -21,93 +28,191 @@ NUMERIC = FLOATS + INTS
 BOOL = (D["bool"],)
 
 _MATH = re.compile(r"\b(exp|log|sqrt|tanh|fabs|floor|ceil|pow|fmod|sin|cos|tan|asin|acos|atan|"
-                   r"sinh|cosh|asinh|acosh|atanh|erf|nearbyint|round|fmax|fmin|expm1|log1p|copysign)\(")
+                   r"sinh|cosh|asinh|acosh|atanh|erf|rint|nearbyint|round|fmax|fmin|expm1|log1p|"
+                   r"copysign)\(")
 
 
-def c_math(expr: str, et: dtypes.ElemType) -> str:
-    return _MATH.sub(lambda m: m.group(1) + ("f(" if et.c == "float" else "("), expr)
+def c_math(expr: str, cc: str) -> str:
+    """Double math names -> the float variants when computing in float (cc is a C type)."""
+    return _MATH.sub(lambda m: m.group(1) + ("f(" if cc == "float" else "("), expr)
+
+
+class K:
+    """What an expression rule sees: the node, input 0's element type and literal helpers."""
+
+    def __init__(self, node, et: dtypes.ElemType):
+        self.node, self.et, self.cc = node, et, et.cc
+        # unsigned type wide enough that integer arithmetic wraps instead of overflowing
+        self.u = "uint64_t" if et.itemsize == 8 else "uint32_t"
+        self.f64 = False   # the rule computes a double whatever the types (numpy's promotion)
+
+    def lit(self, v: float) -> str:
+        """A C literal of value v in the compute type (float32-rounded for float)."""
+        v = float(v)
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        s = f"{np.float32(v)}f" if self.cc == "float" else repr(v)
+        return f"({s})" if s.startswith("-") else s
+
+    def attr(self, name: str) -> str:
+        v = self.node.attr(name)
+        if v is None:
+            raise fail(self.node, f"required attribute {name} is missing")
+        return self.lit(v)
+
+    def wrap(self, op: str) -> str:
+        """a0 <op> a1 with two's-complement wrap-around for integers (no signed overflow UB)."""
+        if self.et.is_float:
+            return f"a0 {op} a1"
+        return f"(({self.u})a0 {op} ({self.u})a1)"
+
+
+def _int_or_float(i: str, f: str):
+    return lambda k: f if k.et.is_float else i
 
 
 def _minmax(op: str):
+    cmp = ">" if op == "max" else "<"
     # NaN propagates, as in numpy/onnxruntime
-    def f(n, et):
-        cmp = ">" if op == "max" else "<"
-        if et.is_float:
-            return f"((a0 {cmp} a1 || a0 != a0) ? a0 : a1)"
-        return f"(a0 {cmp} a1 ? a0 : a1)"
-    return f
+    return lambda k: f"((a0 {cmp} a1 || a0 != a0) ? a0 : a1)" if k.et.is_float else f"(a0 {cmp} a1 ? a0 : a1)"
 
 
 def _clip01(v: str) -> str:
     return f"({v} < 0 ? 0 : ({v} > 1 ? 1 : {v}))"  # NaN passes through
 
 
-def _div(n, et):
-    if et.is_float:
+def _softplus(x: str) -> str:
+    return f"({x} > 0 ? {x} + log1p(exp(-{x})) : log1p(exp({x})))"
+
+
+def _abs(k):
+    if k.et.is_float:
+        return "fabs(a0)"
+    return f"(a0 < 0 ? ({k.et.c})(0u - ({k.u})a0) : a0)" if k.et.is_signed else "a0"
+
+
+def _neg(k):
+    return "-a0" if k.et.is_float else f"(0u - ({k.u})a0)"
+
+
+def _sign(k):
+    if k.et.is_float:
+        return "(a0 > 0 ? 1 : (a0 < 0 ? -1 : a0))"  # 0 and NaN map to themselves
+    return "(a0 > 0 ? 1 : (a0 < 0 ? -1 : 0))" if k.et.is_signed else "(a0 > 0)"
+
+
+def _div(k):
+    if k.et.is_float:
         return "a0 / a1"
-    if et.is_signed:  # no SIGFPE: x/0 -> 0, INT_MIN/-1 wraps
-        return f"(a1 == 0 ? ({et.c})0 : (a1 == -1 ? ({et.c})(0u - (uint64_t)a0) : ({et.c})(a0 / a1)))"
-    return f"(a1 == 0 ? ({et.c})0 : ({et.c})(a0 / a1))"
+    if k.et.is_signed:  # no SIGFPE: x/0 -> 0, INT_MIN/-1 wraps
+        return f"(a1 == 0 ? 0 : (a1 == -1 ? (0u - ({k.u})a0) : a0 / a1))"
+    return "(a1 == 0 ? 0 : a0 / a1)"
 
 
-def _pow(n, et):
-    ex = n.inputs[1].etype
-    if et.is_float and ex == et:
-        return "pow(a0, a1)"
-    return f"({et.c})pow((double)a0, (double)a1)"
-
-
-def _mod(n, et):
-    fmod = int(n.attr("fmod", 0))
-    if et.is_float:
+def _mod(k):
+    fmod = int(k.node.attr("fmod", 0))
+    if k.et.is_float:
         if fmod:
             return "fmod(a0, a1)"
-        # Python's sign rule on floats, as onnx.reference computes it (np.mod)
-        return "(fmod(a0, a1) != 0 && ((fmod(a0, a1) < 0) != (a1 < 0)) ? fmod(a0, a1) + a1 : fmod(a0, a1))"
-    if fmod or not et.is_signed:
-        return f"(a1 == 0 ? ({et.c})0 : ({et.c})(a0 % a1))"
-    # Python's sign rule: the result takes the divisor's sign
-    return (f"(a1 == 0 || a1 == -1 ? ({et.c})0 : ({et.c})(((a0 % a1) + a1) % a1 == 0 ? 0 : "
-            f"((a0 % a1) != 0 && ((a0 % a1) < 0) != (a1 < 0) ? (a0 % a1) + a1 : a0 % a1)))")
+        return "onnxc_pymodf(a0, a1)" if k.cc == "float" else "onnxc_pymod(a0, a1)"  # np.mod
+    if not k.et.is_signed:
+        return "onnxc_rem_u64(a0, a1)"
+    return "onnxc_rem_i64(a0, a1)" if fmod else "onnxc_pymod_i64(a0, a1)"
 
 
-# name: (types, expression or fn(node, etype) -> expression)
+def _pow(k):
+    ex = k.node.inputs[1].etype
+    if k.et.is_float and ex.cc == k.cc:
+        return "pow(a0, a1)"
+    if not k.et.is_float and not ex.is_float:
+        return "onnxc_ipow((int64_t)a0, (int64_t)a1)"
+    k.f64 = True                                   # numpy promotes mixed pairs to float64
+    return "onnxc_powd((double)a0, (double)a1)"
+
+
+def _bitshift(k):
+    left = attr_enum(k.node, "direction", ("LEFT", "RIGHT")) == "LEFT"
+    bits = k.et.itemsize * 8
+    ok = f"(uint64_t)a1 < {bits}"      # a negative or too large shift is out of range
+    if left:
+        return f"({ok} ? ({k.u})a0 << a1 : 0)"
+    return f"({ok} ? a0 >> a1 : {'(a0 < 0 ? -1 : 0)' if k.et.is_signed else '0'})"
+
+
+def _isinf(k):
+    neg, pos = int(k.node.attr("detect_negative", 1)), int(k.node.attr("detect_positive", 1))
+    return " || ".join([c for c, on in (("a0 == (-INFINITY)", neg), ("a0 == INFINITY", pos)) if on]) or "0"
+
+
+def _shrink(k):
+    lambd, bias = float(k.node.attr("lambd")), float(k.node.attr("bias"))
+    if not k.et.is_float:   # numpy: int + float bias is float64, then cast back (see params)
+        k.f64 = True
+        return (f"((double)a0 < {-lambd!r} ? (double)a0 + {bias!r} : "
+                f"((double)a0 > {lambd!r} ? (double)a0 - {bias!r} : 0.0))")
+    lo, hi, b = k.lit(-lambd), k.lit(lambd), k.lit(bias)
+    return f"(a0 < {lo} ? a0 + {b} : (a0 > {hi} ? a0 - {b} : 0))"
+
+
+def _gelu(k):
+    if attr_enum(k.node, "approximate", ("none", "tanh")) == "none":
+        return f"({k.lit(0.5)} * a0 * (1 + erf(a0 * {k.lit(math.sqrt(0.5))})))"
+    c = k.lit(math.sqrt(2 / math.pi))
+    return f"({k.lit(0.5)} * a0 * (1 + tanh({c} * (a0 + {k.lit(0.044715)} * a0 * a0 * a0))))"
+
+
+# name: expression, or fn(K) -> expression
 UNARY = {
-    "Relu": (NUMERIC, "(a0 < 0 ? 0 : a0)"),
-    "Sigmoid": (FLOATS, "(a0 >= 0 ? 1 / (1 + exp(-a0)) : exp(a0) / (1 + exp(a0)))"),
-    "Tanh": (FLOATS, "tanh(a0)"),
-    "Exp": (FLOATS, "exp(a0)"),
-    "Log": (FLOATS, "log(a0)"),
-    "Sqrt": (FLOATS, "sqrt(a0)"),
-    "Abs": (NUMERIC, lambda n, et: "fabs(a0)" if et.is_float else ("(a0 < 0 ? -a0 : a0)" if et.is_signed else "a0")),
-    "Neg": (FLOATS + SIGNED, lambda n, et: "-a0" if et.is_float else f"({et.c})(0u - (uint64_t)a0)"),
-    "Floor": (FLOATS, "floor(a0)"),
-    "Ceil": (FLOATS, "ceil(a0)"),
-    "Reciprocal": (FLOATS, "1 / a0"),
-    "Erf": (FLOATS, "erf(a0)"),
-    "Sin": (FLOATS, "sin(a0)"),
-    "Cos": (FLOATS, "cos(a0)"),
-    "Softplus": (FLOATS, "(a0 > 0 ? a0 + log1p(exp(-a0)) : log1p(exp(a0)))"),
-    "Sign": (NUMERIC, "(a0 > 0 ? 1 : (a0 < 0 ? -1 : a0))"),  # 0 and NaN map to themselves
-    "LeakyRelu": (FLOATS, lambda n, et: f"(a0 < 0 ? ({float(n.attr('alpha', 0.01))!r}) * a0 : a0)"),
-    "Elu": (FLOATS, lambda n, et: f"(a0 < 0 ? ({float(n.attr('alpha', 1.0))!r}) * expm1(a0) : a0)"),
-    "HardSigmoid": (FLOATS, lambda n, et: _clip01(f"(({float(n.attr('alpha'))!r}) * a0 + ({float(n.attr('beta'))!r}))")),
-    "Not": (BOOL, "!a0"),
+    "Relu": "(a0 < 0 ? 0 : a0)",
+    "Sigmoid": "(a0 >= 0 ? 1 / (1 + exp(-a0)) : exp(a0) / (1 + exp(a0)))",
+    "Tanh": "tanh(a0)",
+    "Exp": "exp(a0)",
+    "Log": "log(a0)",
+    "Sqrt": "sqrt(a0)",
+    "Abs": _abs,
+    "Neg": _neg,
+    "Sign": _sign,
+    "Floor": "floor(a0)",
+    "Ceil": "ceil(a0)",
+    "Round": "rint(a0)",           # the default rounding mode: half to even, as np.round
+    "Reciprocal": "1 / a0",
+    "Erf": "erf(a0)",
+    "Sin": "sin(a0)", "Cos": "cos(a0)", "Tan": "tan(a0)",
+    "Asin": "asin(a0)", "Acos": "acos(a0)", "Atan": "atan(a0)",
+    "Sinh": "sinh(a0)", "Cosh": "cosh(a0)",
+    "Asinh": "asinh(a0)", "Acosh": "acosh(a0)", "Atanh": "atanh(a0)",
+    "Softplus": _softplus("a0"),
+    "Softsign": "(a0 / (1 + fabs(a0)))",
+    "LeakyRelu": lambda k: f"(a0 < 0 ? {k.attr('alpha')} * a0 : a0)",
+    "Elu": lambda k: f"(a0 < 0 ? {k.attr('alpha')} * expm1(a0) : a0)",
+    "Celu": lambda k: f"(a0 > 0 ? a0 : {k.attr('alpha')} * expm1(a0 / {k.attr('alpha')}))",
+    "Selu": lambda k: f"((a0 > 0 ? a0 : {k.attr('alpha')} * expm1(a0)) * {k.attr('gamma')})",
+    "ThresholdedRelu": lambda k: f"(a0 > {k.attr('alpha')} ? a0 : 0)",
+    "HardSigmoid": lambda k: _clip01(f"({k.attr('alpha')} * a0 + {k.attr('beta')})"),
+    "HardSwish": lambda k: "(a0 * " + _clip01(f"({k.lit(1 / 6)} * a0 + {k.lit(0.5)})") + ")",
+    "Mish": f"(a0 * tanh({_softplus('a0')}))",
+    "Swish": lambda k: f"(a0 * (1 / (1 + exp({k.lit(-float(k.node.attr('alpha')))} * a0))))",
+    "Gelu": _gelu,
+    "Shrink": _shrink,
+    "IsNaN": "(a0 != a0)",
+    "IsInf": _isinf,
+    "Not": "!a0",
+    "BitwiseNot": "~a0",
 }
 
 BINARY = {
-    "Add": (NUMERIC, "a0 + a1"),
-    "Sub": (NUMERIC, "a0 - a1"),
-    "Mul": (NUMERIC, "a0 * a1"),
-    "Div": (NUMERIC, _div),
-    "Pow": (FLOATS + (D["int32"], D["int64"]), _pow),
-    "Mod": (NUMERIC, _mod),
-    "And": (BOOL, "a0 && a1"),
-    "Or": (BOOL, "a0 || a1"),
-    "Xor": (BOOL, "a0 != a1"),
-}
-
-COMPARE = {
+    "Add": lambda k: k.wrap("+"),
+    "Sub": lambda k: k.wrap("-"),
+    "Mul": lambda k: k.wrap("*"),
+    "Div": _div,
+    "Pow": _pow,
+    "Mod": _mod,
+    "PRelu": lambda k: f"(a0 < 0 ? {k.wrap('*')} : a0)",
+    "BitShift": _bitshift,
+    "BitwiseAnd": "(a0 & a1)", "BitwiseOr": "(a0 | a1)", "BitwiseXor": "(a0 ^ a1)",
+    "And": "(a0 && a1)", "Or": "(a0 || a1)", "Xor": "(a0 != a1)",
     "Equal": "a0 == a1",
     "Less": "a0 < a1",
     "Greater": "a0 > a1",
@@ -115,34 +220,40 @@ COMPARE = {
     "GreaterOrEqual": "a0 >= a1",
 }
 
-VARIADIC = {"Max": _minmax("max"), "Min": _minmax("min"), "Sum": "a0 + a1", "Mean": "a0 + a1"}
+VARIADIC = {"Max": _minmax("max"), "Min": _minmax("min"), "Sum": lambda k: k.wrap("+"),
+            "Mean": "a0 + a1"}
+
+# ops that only select one of their inputs: they move stored values, never convert them
+SELECT = {"Where": "(a0 ? a1 : a2)"}
 
 
 class Elementwise(OpSpec):
     template = "elementwise.c.j2"
-    types: tuple = NUMERIC
+    headers = ("onnxc_math.h",)
     expr = "a0"
-    out_bool = False
-    mixed_types = False     # inputs may differ in type (Pow's exponent); output takes input 0's
+    raw = False             # operate on stored values (no load/store conversion)
 
     def infer(self, node):
+        types = schema_types(node)
         ins = [v for v in node.inputs if v is not None]
-        et = ins[0].etype if self.mixed_types else same_etype(node, ins)
-        if et not in self.types:
-            raise OrtNotImplemented(f"{node.describe()}: element type {et.name} is not supported "
-                                    f"(supported: {', '.join(t.name for t in self.types)})")
-        shape = broadcast(node, [v.shape for v in ins])
-        return [(dtypes.BOOL if self.out_bool else et, shape)]
+        return [(types[0], broadcast(node, [v.shape for v in ins]))]
 
-    def c_expr(self, node, et) -> str:
-        e = self.expr(node, et) if callable(self.expr) else self.expr
-        return c_math(e, et)
+    def rule(self, node, k: K) -> str:
+        return self.expr(k) if callable(self.expr) else self.expr
+
+    def operands(self, node):
+        return [i for i, v in enumerate(node.inputs) if v is not None]
 
     def params(self, node):
-        ins = [v for v in node.inputs if v is not None]
+        ins = [node.inputs[i] for i in self.operands(node)]
         out = node.outputs[0]
-        return {**loop_params(out.shape, [v.shape for v in ins]), "expr": self.c_expr(node, ins[0].etype),
-                "operands": [i for i, v in enumerate(node.inputs) if v is not None]}
+        k = K(node, ins[-1].etype if self.raw else ins[0].etype)
+        p = {**loop_params(out.shape, [v.shape for v in ins]), "expr": c_math(self.rule(node, k), k.cc),
+             "operands": self.operands(node), "raw": self.raw, "store": None}
+        if k.f64 and not out.etype.is_float:
+            # a float64 result (Pow int**float, Shrink on ints) -> integer: numpy's guarded cast
+            p["store"], p["rtype"] = convert("r", D["double"], out.etype), "double"
+        return p
 
     def inplace(self, node):
         out = node.outputs[0]
@@ -153,32 +264,51 @@ class Elementwise(OpSpec):
 class Variadic(Elementwise):
     """Max/Min/Sum/Mean over any number of inputs: the binary expression folded left."""
 
-    def c_expr(self, node, et):
-        n = sum(v is not None for v in node.inputs)
-        e = self.expr(node, et) if callable(self.expr) else self.expr
+    def rule(self, node, k):
+        n = len(self.operands(node))
+        e = super().rule(node, k)
         acc = "a0"
         for i in range(1, n):
             acc = "(" + e.replace("a0", "\0").replace("a1", f"a{i}").replace("\0", acc) + ")"
-        if self.op_type == "Mean":
-            acc = f"({acc} / {n})"
-        return c_math(acc, et)
+        return f"({acc} / {n})" if self.op_type == "Mean" else acc
 
 
-def _make(name, base, types, expr, **extra):
-    cls = type(name, (base,), {"op_type": name, "types": types, "expr": staticmethod(expr)
-                                if callable(expr) else expr, **extra})
+class PReluSpec(Elementwise):
+    """PRelu: slope broadcasts to X's shape (unidirectionally)."""
+
+    def infer(self, node):
+        (et, shape), = super().infer(node)
+        x = node.inputs[0]
+        if tuple(shape) != tuple(x.shape):
+            raise fail(node, f"slope of shape {node.inputs[1].shape} does not broadcast to X's shape {x.shape}")
+        return [(et, x.shape)]
+
+
+_SINCE: dict[str, int] = {}
+for _s in onnx.defs.get_all_schemas_with_history():
+    if _s.domain == "":
+        _SINCE[_s.name] = min(_SINCE.get(_s.name, _s.since_version), _s.since_version)
+
+
+def _first_since(name: str) -> int:
+    return _SINCE[name]
+
+
+def _make(name, base, expr, **extra):
+    cls = type(name, (base,), {"op_type": name, "since": _first_since(name),
+                               "expr": staticmethod(expr) if callable(expr) else expr, **extra})
     register(cls)
     return cls
 
 
-for _n, (_t, _e) in UNARY.items():
-    _make(_n, Elementwise, _t, _e)
-for _n, (_t, _e) in BINARY.items():
-    _make(_n, Elementwise, _t, _e, mixed_types=_n == "Pow")
-for _n, _e in COMPARE.items():
-    _make(_n, Elementwise, NUMERIC + BOOL, _e, out_bool=True)
+for _n, _e in UNARY.items():
+    _make(_n, Elementwise, _e)
+for _n, _e in BINARY.items():
+    _make(_n, PReluSpec if _n == "PRelu" else Elementwise, _e)
 for _n, _e in VARIADIC.items():
-    _make(_n, Variadic, NUMERIC if _n in ("Max", "Min", "Sum") else FLOATS, _e)
+    _make(_n, Variadic, _e)
+for _n, _e in SELECT.items():
+    _make(_n, Elementwise, _e, raw=True)
 
 
 @register
@@ -188,37 +318,26 @@ class Clip(Elementwise):
 
     def infer(self, node):
         x = node.inputs[0]
-        if x.etype not in NUMERIC:
-            raise OrtNotImplemented(f"{node.describe()}: element type {x.etype.name} is not supported")
+        schema_types(node)
         for i in (1, 2):
             b = node.input(i)
             if b is not None and b.shape not in ((), (1,)):
                 raise fail(node, f"input {i} (bound) must be a scalar, got shape {b.shape}")
         return [(x.etype, x.shape)]
 
-    def params(self, node):
-        x, out = node.inputs[0], node.outputs[0]
-        lo, hi = "a0", "a0"
-        ins = [x]
+    def rule(self, node, k):
         if node.opset < 11:
-            lo, hi = repr(float(node.attr("min", float("-inf")))), repr(float(node.attr("max", float("inf"))))
-            lo = lo.replace("inf", "INFINITY")
-            hi = hi.replace("inf", "INFINITY")
+            lo, hi = k.lit(node.attr("min", float("-inf"))), k.lit(node.attr("max", float("inf")))
         else:
-            for i, name in ((1, "lo"), (2, "hi")):
-                if node.input(i) is not None:
-                    ins.append(node.input(i))
-                    if name == "lo":
-                        lo = f"a{len(ins) - 1}"
-                    else:
-                        hi = f"a{len(ins) - 1}"
+            names = iter(f"a{j}" for j in range(1, 3))
+            lo = next(names) if node.input(1) is not None else None
+            hi = next(names) if node.input(2) is not None else None
         expr = "a0"
-        if lo != "a0":
+        if lo is not None:
             expr = f"(a0 < {lo} ? {lo} : a0)"
-        if hi != "a0":
+        if hi is not None:
             expr = f"({expr} > {hi} ? {hi} : {expr})"
-        return {**loop_params(out.shape, [v.shape for v in ins]), "expr": expr,
-                "operands": [i for i, v in enumerate(node.inputs) if v is not None]}
+        return expr
 
     def inplace(self, node):
         return [(0, 0)]
