@@ -36,7 +36,11 @@ class LinearClassifier(OpSpec):
             icpt = np.zeros(c, np.float32)
         if not isinstance(f, int):
             raise fail(node, "the feature dimension of the input must be known")
-        check_len(node, "coefficients", len(coef), c * f)
+        if len(coef) < c * f:
+            raise fail(node, f"attribute coefficients has {len(coef)} values, {c} classes x {f} features "
+                       "need more")
+        coef = coef[:c * f]   # onnxruntime reads the first classes x features (onnxruntime's own
+        #                       logreg_iris.onnx example has 4 features' worth for a 2-feature input)
         if c < 1:
             raise fail(node, "no classes (intercepts is empty)")
         if c > 1 and labels.n != c:
