@@ -101,12 +101,18 @@ class CumSum(OpSpec):
     TYPES = ("float", "double", "int32", "int64", "uint32", "uint64", "float16", "bfloat16")
 
     def _axis(self, node):
-        x = node.inputs[0]
+        """The axis when it is a constant, else None: it is then read at run time (it does not
+        change the output shape)."""
+        x, a = node.inputs[0], node.input(1)
         if x.etype.name not in self.TYPES:
             raise OrtNotImplemented(f"{node.describe()}: CumSum of {x.etype.name} is not supported")
         if x.rank == 0:
             raise fail(node, "input 0 must have rank >= 1")
-        return norm_axis(node, int(_scalar_const(node, 1, "axis")), x.rank)
+        if a is None or a.etype.name not in ("int32", "int64") or product(a.shape) != 1:
+            raise fail(node, "input 1 (axis) must be an int32 or int64 scalar")
+        if a.const is None or a.is_input:
+            return None
+        return norm_axis(node, int(a.const.reshape(())), x.rank)
 
     def infer(self, node):
         self._axis(node)
@@ -114,9 +120,12 @@ class CumSum(OpSpec):
 
     def params(self, node):
         x = node.inputs[0]
-        outer, n, inner = _split(x.shape, self._axis(node))
-        return {"outer": outer, "n": n, "inner": inner, "exclusive": int(node.attr("exclusive", 0)) != 0,
-                "reverse": int(node.attr("reverse", 0)) != 0}
+        axis = self._axis(node)
+        flags = {"exclusive": int(node.attr("exclusive", 0)) != 0, "reverse": int(node.attr("reverse", 0)) != 0}
+        if axis is None:
+            return {"runtime_axis": True, "dims": list(x.shape), **flags}
+        outer, n, inner = _split(x.shape, axis)
+        return {"runtime_axis": False, "outer": outer, "n": n, "inner": inner, **flags}
 
     def inplace(self, node):
         return [(0, 0)]

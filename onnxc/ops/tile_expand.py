@@ -221,7 +221,12 @@ class SpaceToDepth(_Move):
         x = node.inputs[0]
         b = self._check(node)
         n, c, h, w = x.shape
-        # output viewed as (N, b1, b2, C, H', W'); input (N, C, H', b1, W', b2)
-        dims = [n, b, b, c, h // b, w // b]
-        xs = [c * h * w, w, 1, h * w, b * w, b]
+        mode = attr_enum(node, "mode", ("DCR", "CRD")) if node.opset >= 28 else "DCR"
+        # input viewed as (N, C, H', b1, W', b2)
+        if mode == "DCR":   # output viewed as (N, b1, b2, C, H', W')
+            dims = [n, b, b, c, h // b, w // b]
+            xs = [c * h * w, w, 1, h * w, b * w, b]
+        else:               # CRD: output viewed as (N, C, b1, b2, H', W')
+            dims = [n, c, b, b, h // b, w // b]
+            xs = [c * h * w, h * w, w, 1, b * w, b]
         return movement_params([strided_copy(dims, xs, contiguous_strides(dims))])
