@@ -28,6 +28,12 @@ def _kernel(node, linear_mode: bool) -> dict:
             "degree_int": int(degree) if float(degree) in (2.0, 3.0) else 0}
 
 
+def _transposed(sv, v: int, f: int) -> str:
+    """Support vectors feature-major ([F][V]): the kernel loop then runs over vectors, contiguous
+    and vectorisable, while each vector's sum still adds its features in order (same floats)."""
+    return c_array(sv.reshape(v, f).T if v else sv, "float")
+
+
 def _features(node, x):
     n, f = rows_features(node, x)
     if not isinstance(f, int):
@@ -88,7 +94,7 @@ class SVMClassifier(OpSpec):
         start = np.concatenate([[0], np.cumsum(vpc)]) if svc else np.zeros(1, np.int64)
         p = _kernel(node, not svc)
         p.update({"n": n, "f": f, "c": c, "v": v, "svc": svc, "proba": proba, "zc": zc, "ncl": ncl,
-                  "coef": c_array(coef, "float"), "rho": c_array(rho, "float"), "sv": c_array(sv, "float"),
+                  "coef": c_array(coef, "float"), "rho": c_array(rho, "float"), "svt": _transposed(sv, v, f),
                   "start": c_array(start, "int32_t"), "pa": c_array(pa, "float"), "pb": c_array(pb, "float"),
                   "all_pos": bool((coef >= 0).all()), "post": post_transform(node),
                   "labels_str": labels.is_str, "labels": labels.c_init(),
@@ -132,6 +138,6 @@ class SVMRegressor(OpSpec):
         x, n, f, v, coef, rho, sv = self._model(node)
         p = _kernel(node, v == 0)
         p.update({"n": n, "f": f, "v": v, "coef": c_array(coef, "float"), "rho": c_number(rho[0], "float"),
-                  "sv": c_array(sv, "float"), "one_class": bool(int(node.attr("one_class", 0) or 0)),
+                  "svt": _transposed(sv, v, f), "one_class": bool(int(node.attr("one_class", 0) or 0)),
                   "work": product((n, max(v, 1), f))})
         return p

@@ -25,6 +25,8 @@ AGG = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
 POST5 = {0: 0, 1: 2, 2: 1, 3: 3, 4: 4}    # TreeEnsemble's post_transform ints -> ml_common numbering
 MAX_FEATURE = 1 << 24
 MISSING_BIT = 1 << 28
+GROUP = 8                 # trees walked in lockstep by the complete-tree kernel
+COMPLETE_MAX_DEPTH = 10
 
 
 class Forest:
@@ -119,6 +121,7 @@ class Forest:
             p["lstart"] = c_array(start, "int32_t")
             p["lw"] = c_array([w for lw in self.leaves for _, w in lw], tt)
             p["lt"] = c_array([t for lw in self.leaves for t, _ in lw], "int32_t")
+        p.update(self._complete(p["one_mode"], tt))
         sets = self.sets
         p["n_sets"] = len(sets)
         p["set_start"] = c_array(np.cumsum([0] + [len(s) for s in sets]), "int32_t")
@@ -135,6 +138,43 @@ class Forest:
         p["static_has"] = always == ever
         p["has"] = c_array([1 if k in always else 0 for k in range(n_out)], "uint8_t")
         return p
+
+    def _complete(self, one_mode: int, tt: str) -> dict:
+        """Shallow trees with one comparison mode are padded to complete binary trees of the
+        deepest tree's depth D: a walk is then D steps of i = 2i + 1 + !cmp with no exit test,
+        and the kernel walks GROUP trees in lockstep (independent loads overlap). A padded node
+        sends both ways to copies of the same leaf."""
+        if one_mode not in range(6) or not self.roots:
+            return {"complete": False}
+        depth = 0
+        stack = [(r, 0) for r in self.roots]
+        while stack:
+            i, d = stack.pop()
+            if i >= 0:
+                stack += [(self.yes[i], d + 1), (self.no[i], d + 1)]
+            else:
+                depth = max(depth, d)
+        n_trees = -(-len(self.roots) // GROUP) * GROUP
+        ni = (1 << depth) - 1
+        if depth > COMPLETE_MAX_DEPTH or n_trees * (ni + 1) > max(4 * len(self.feat), 1 << 16) + 4096:
+            return {"complete": False}
+        feat = np.zeros(n_trees * max(ni, 1), np.int64)
+        thr = np.zeros(n_trees * max(ni, 1), np.float64)
+        lmap = np.zeros(n_trees * (ni + 1), np.int64)   # dummy trees (padding to GROUP) use leaf 0
+        for t, r in enumerate(self.roots):
+            stack = [(r, 0, 0)]
+            while stack:
+                code, pos, d = stack.pop()
+                if d == depth:
+                    lmap[t * (ni + 1) + pos - ni] = ~code
+                    continue
+                if code >= 0:
+                    feat[t * ni + pos], thr[t * ni + pos] = self.feat[code], self.thr[code]
+                    stack += [(self.yes[code], 2 * pos + 1, d + 1), (self.no[code], 2 * pos + 2, d + 1)]
+                else:
+                    stack += [(code, 2 * pos + 1, d + 1), (code, 2 * pos + 2, d + 1)]
+        return {"complete": True, "depth": depth, "ni": ni, "n_tpad": n_trees, "group": GROUP,
+                "cfeat": c_array(feat, "int32_t"), "cthr": c_array(thr, tt), "clmap": c_array(lmap, "int32_t")}
 
     def _tree_leaf_sets(self) -> list[list[int]]:
         out = []
