@@ -22,6 +22,11 @@ def model(eq, arrays, opset=12):
 @pytest.mark.parametrize("eq,shapes", [
     ("ij,jk->ik", [(3, 4), (4, 5)]),
     ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]),
+    ("ji,jk->ki", [(4, 3), (4, 5)]),
+    ("bij,bkj->bki", [(2, 3, 4), (2, 5, 4)]),
+    ("ii,ij->ij", [(3, 3), (3, 4)]),
+    ("bij,jk->bik", [(2, 3, 4), (4, 70)]),
     ("ij->ji", [(3, 4)]),
     ("ii->i", [(4, 4)]),
     ("ii", [(4, 4)]),

@@ -5,6 +5,8 @@ it, so a repeated label walks a diagonal); '...' expands to one label per broadc
 0 where an input's dim is 1). Output elements run in parallel; the summed labels are nested
 loops inside, accumulated in the compute type (float for float16/bfloat16). Implicit mode
 (no '->'): the output is the ellipsis dims then the labels seen once, in alphabetical order.
+Two float/double operands whose labels split into batch, M, N and K groups that each merge
+into one strided dim (a batched matmul in any transposition) run as GEMMs instead.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import Dim, dim_repr, product
 from .common import contiguous_strides, fail
+from .gemm import sgemm_work_bytes
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
@@ -105,6 +108,7 @@ class Einsum(OpSpec):
     op_type = "Einsum"
     since = 12
     template = "einsum.c.j2"
+    headers = ("onnxc_gemm.h",)
 
     def infer(self, node):
         if not node.inputs:
@@ -124,6 +128,75 @@ class Einsum(OpSpec):
         out_shape = [p["sizes"][lab] for lab in p["out"]]
         summed = [(p["sizes"][lab], [st.get(lab, 0) for st in p["strides"]]) for lab in p["summed"]]
         outer = [(p["sizes"][lab], [st.get(lab, 0) for st in p["strides"]]) for lab in p["out"]]
-        return {"outer": outer[::-1], "summed": summed, "numel": product(out_shape),
+        return {"gemm": gemm_plan(node, p), "outer": outer[::-1], "summed": summed, "numel": product(out_shape),
                 "work": product(out_shape) * product([d for d, _ in summed]),
                 "n_in": len(node.inputs), "acc": "uint64_t" if not et.is_float else et.cc}
+
+    def scratch(self, node):
+        g = gemm_plan(node, parse(node))
+        if g is None or g["kind"] != "s":
+            return 0
+        return sgemm_work_bytes(g["M"], g["N"], g["K"])
+
+
+def _merge(labels, st, sizes):
+    """(size, inner stride, outer stride) of labels merged into one dim, or None."""
+    if not labels:
+        return 1, 1, 1
+    for a, b in zip(labels, labels[1:]):
+        if st.get(a, 0) != st.get(b, 0) * sizes[b]:
+            return None
+    n = product([sizes[x] for x in labels])
+    return n, st.get(labels[-1], 0), None
+
+
+def _operand(inner, outer):
+    """(trans, ld) for a row-major GEMM operand whose 'columns' are `inner`, 'rows' `outer`;
+    each is (size, stride); None when neither orientation fits."""
+    (ni, si), (no, so) = inner, outer
+    if ni == 1 or si == 1:
+        return 0, (so if no > 1 else max(ni, 1))
+    if no == 1 or so == 1:
+        return 1, (si if ni > 1 else max(no, 1))
+    return None
+
+
+def gemm_plan(node, p):
+    """Batched GEMM parameters when the contraction is a matmul, else None."""
+    xs = node.inputs
+    if len(xs) != 2 or xs[0].etype not in (D["float"], D["double"]):
+        return None
+    sizes, (sa, sb), out = p["sizes"], p["strides"], p["out"]
+    if not all(isinstance(d, int) for d in sizes.values()):
+        return None
+    live = [x for x in sizes if sizes[x] != 1]
+    sy = dict(zip(out, contiguous_strides([sizes[x] for x in out])))
+    inA = {x for x in live if sa.get(x, 0)}
+    inB = {x for x in live if sb.get(x, 0)}
+    batch = [x for x in out if x in live and x in inA and x in inB]
+    Ms = [x for x in out if x in inA and x not in inB]
+    Ns = [x for x in out if x in inB and x not in inA]
+    Ks = sorted((x for x in live if x in inA and x in inB and x not in out), key=lambda x: -sa[x])
+    if any(x not in out and not (x in inA and x in inB) for x in live):
+        return None     # a label summed out of one operand only
+    if any(x in out and x not in inA and x not in inB for x in live):
+        return None
+    for swap in (False, True):
+        A, B, sA, sB, M, N = (xs[0], xs[1], sa, sb, Ms, Ns) if not swap else (xs[1], xs[0], sb, sa, Ns, Ms)
+        gm, gn = _merge(M, sy, sizes), _merge(N, sy, sizes)
+        am, ak, bk, bn = _merge(M, sA, sizes), _merge(Ks, sA, sizes), _merge(Ks, sB, sizes), _merge(N, sB, sizes)
+        if None in (gm, gn, am, ak, bk, bn):
+            continue
+        if gn[1] != 1 and gn[0] != 1:
+            continue
+        ldc = gm[1] if gm[0] > 1 else max(gn[0], 1)
+        opa = _operand((ak[0], ak[1]), (am[0], am[1]))
+        opb = _operand((bn[0], bn[1]), (bk[0], bk[1]))
+        if opa is None or opb is None:
+            continue
+        return {"M": gm[0], "N": gn[0], "K": ak[0], "ta": opa[0], "lda": opa[1], "tb": opb[0], "ldb": opb[1],
+                "ldc": ldc, "a": 1 if swap else 0, "b": 0 if swap else 1,
+                "batch": [(sizes[x], sA.get(x, 0), sB.get(x, 0), sy[x]) for x in batch][::-1],
+                "nbatch": product([sizes[x] for x in batch]),
+                "kind": "s" if xs[0].etype.name == "float" else "d"}
+    return None
