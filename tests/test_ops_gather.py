@@ -28,12 +28,13 @@ def data(shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def op_model(op, inputs: dict, inits=None, attrs=None, opset=18, n_out=1, shapes=None):
+def op_model(op, inputs: dict, inits=None, attrs=None, opset=18, n_out=1, shapes=None, order=None):
     """One-node model; inputs are fed, inits are constants; `shapes` overrides declared input
-    shapes (strings or None for symbolic dims). Names in '' order give omitted inputs."""
+    shapes (strings or None for symbolic dims); `order` names the node's inputs ('' = omitted),
+    by default the inputs then the inits."""
     inits = inits or {}
     shapes = shapes or {}
-    names = list(inputs) + list(inits)
+    names = order if order is not None else list(inputs) + list(inits)
     outs = [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, **(attrs or {}))
     ins = [helper.make_tensor_value_info(n, ONNX_OF[a.dtype], shapes.get(n, a.shape)) for n, a in inputs.items()]
