@@ -214,7 +214,7 @@ def _io_lines(items) -> list[str]:
     for k, d in enumerate(items):
         dims = ", ".join(str(x) if isinstance(x, int) else f"s{x['sym']}" if isinstance(x, dict) else "?"
                          for x in d["dims"])
-        et = dtypes.from_onnx(d["onnx_type"])
+        et = dtypes.from_onnx(d["onnx_type"], strings=True)
         kind = et.c if et.c == et.name else f"{et.c} ({et.name})"
         out.append(f" *   [{k}] {kind} [{dims}]")
     return out or [" *   (none)"]
