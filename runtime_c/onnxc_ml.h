@@ -172,3 +172,38 @@ static inline int64_t onnxc_ml_find_f64(const double *keys, int64_t n, double x)
 }
 
 #endif
+
+#ifndef ONNXC_ML_ENCODERS_H
+#define ONNXC_ML_ENCODERS_H
+#include <errno.h>
+#include <stdlib.h>
+
+/* a value an op cannot map: unknown category (OneHotEncoder zeros=0), unparsable CastMap string */
+#define ONNXC_ERR_VALUE 3
+
+/* double -> int64 as x86's cvttsd2si (what onnxruntime's static_cast does there): truncation,
+ * NaN and out-of-range values give INT64_MIN; never undefined behaviour in C. */
+static inline int64_t onnxc_ml_to_i64(double v)
+{
+    return (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v : INT64_MIN;
+}
+
+/* std::stof / std::stoll: leading blanks skipped, trailing text ignored; no digits or a result out
+ * of range fails (return 0). */
+static inline int onnxc_ml_parse_f32(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtof(s, &end);
+    return end != s && errno != ERANGE;
+}
+
+static inline int onnxc_ml_parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    const long long v = strtoll(s, &end, 10);
+    *out = (int64_t)v;
+    return end != s && errno != ERANGE;
+}
+#endif
