@@ -288,6 +288,10 @@ void onnxc_output_shapes(const int64_t *dims, int64_t *shapes);
  * Returns 0 on success. */
 int onnxc_run(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena,
               int num_threads);
+/* onnxc_run, also writing each node's start and end time (ns) into node_ns[2 * node] when the
+ * model was built with profiling (SessionOptions.enable_profiling); node_ns may be NULL. */
+int onnxc_run_profiled(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena,
+                       int num_threads, int64_t *node_ns);
 
 #ifdef __cplusplus
 }
@@ -374,9 +378,13 @@ def cmd_info(args) -> int:
         for d in items:
             print(f"  {show(d['name'])}: {d['type']} {_fmt_shape(d['shape'])}")
     ops = meta.get("ops") or []
-    print(f"ops ({meta.get('node_count', sum(n for _, _, n in ops))} nodes):")
+    print(f"ops ({sum(n for _, _, n in ops)} nodes):")
     for dom, op, n in sorted(ops, key=lambda x: (-x[2], x[1])):
         print(f"  {show(op if dom in ('', 'ai.onnx') else dom + '.' + op)}: {n}")
+    compiled = meta.get("compiled_ops")
+    if compiled and sorted(compiled) != sorted(ops):
+        print(f"compiled into {meta.get('node_count')} kernels: "
+              + ", ".join(f"{show(op)} {n}" for _, op, n in sorted(compiled, key=lambda x: (-x[2], x[1]))))
     print(_arena_line(meta))
     if meta.get("symbols"):
         print(f"arena bytes (symbolic): {show(meta.get('arena_symbolic', '?'))}")

@@ -29,6 +29,7 @@ class Options:
     portable: bool = False                          # no -march=native
     debug: bool = False
     optimization_level: int = 99                    # onnxruntime's GraphOptimizationLevel value
+    profile: bool = False                           # time every node (SessionOptions.enable_profiling)
 
     def key(self) -> dict:
         return asdict(self)
@@ -73,14 +74,26 @@ def optimize_proto(proto: onnx.ModelProto, level: int) -> onnx.ModelProto:
 def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, module: str = "",
                   weights_mode: str = "incbin") -> Compiled:
     graph = ir.from_model(optimize_proto(proto, options.optimization_level))
+    graph.meta["source_ops"] = source_ops(proto)
     shapes.infer(graph, options.free_dims)
     for lvl, fn in GRAPH_PASSES:
         if options.optimization_level >= lvl:
             graph = fn(graph)
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
-    sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module)
+    sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module,
+                        profile=options.profile)
     return Compiled(graph, plan, sources)
+
+
+def source_ops(proto: onnx.ModelProto) -> list:
+    """[domain, op_type, count] of the model's main graph as written (Constant nodes aside)."""
+    counts: dict = {}
+    for n in proto.graph.node:
+        dom = n.domain if n.domain not in ("", "ai.onnx") else "ai.onnx"
+        if (dom, n.op_type) != ("ai.onnx", "Constant"):
+            counts[(dom, n.op_type)] = counts.get((dom, n.op_type), 0) + 1
+    return [[d, t, k] for (d, t), k in sorted(counts.items())]
 
 
 @functools.lru_cache(maxsize=None)

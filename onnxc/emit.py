@@ -84,7 +84,7 @@ def _declared_display(vi, fallback):
 
 
 def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onnxc_",
-         weights_mode: str = "incbin", version: str = "", module: str = "") -> Sources:
+         weights_mode: str = "incbin", version: str = "", module: str = "", profile: bool = False) -> Sources:
     env = environment()
     syms = symbol_order(graph)
     names = {s: f"s{k}" for k, s in enumerate(syms)}
@@ -142,8 +142,11 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
               for v, j in plan.copies]
     meta = _meta(graph, plan, syms, op_counts, version)
     meta["module"] = module
+    meta["profiled"] = profile
+    meta["nodes"] = [[b["op"], graph.nodes[k].name] for k, b in enumerate(blocks)]
     ctx = {
         "prefix": prefix,
+        "profile": profile,
         "version": version,
         "headers": headers,
         "syms": syms,
@@ -180,6 +183,8 @@ def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: s
             return {"name": v.name, "type": zm["type"], "onnx_type": v.etype.onnx, "shape": [],
                     "dims": [d if isinstance(d, int) else {"sym": syms.index(repr(d))} if repr(d) in syms
                              else None for d in v.shape], "zipmap": zm}
+        if getattr(v, "map_input", None) is not None:
+            return _map_io(v, syms)
         return {
             "name": v.name,
             "type": v.etype.ort,
@@ -198,9 +203,19 @@ def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: s
         "inputs": [io(v, decl_in.get(v.name)) for v in graph.inputs],
         "overridable": [io(v, decl_in.get(v.name)) for v in graph.overridable],
         "outputs": [io(v, vi) for v, vi in zip(graph.outputs, graph.declared_outputs)],
-        "ops": [[d, t, n] for (d, t), n in sorted(op_counts.items())],
+        # the model's own operators (what its author knows), and what they compiled into
+        "ops": graph.meta.get("source_ops") or [[d, t, n] for (d, t), n in sorted(op_counts.items())],
+        "compiled_ops": [[d, t, n] for (d, t), n in sorted(op_counts.items())],
         "arena_symbolic": symbolic.dim_repr(plan.arena_bytes),
         "arena_hint": {"env": hint, "bytes": plan.arena_at(hint), "lower_bound": plan.lower_bound(hint)},
         "node_count": len(graph.nodes),
     })
     return m
+
+
+def _map_io(v: Value, syms: list[str]) -> dict:
+    """Metadata of one of the two C inputs a map graph input becomes (see shapes.map_input): the
+    session shows the values one as the map and fills both from a dict."""
+    return {"name": v.name, "type": v.map_input["type"], "onnx_type": v.etype.onnx, "shape": [],
+            "dims": [d if isinstance(d, int) else {"sym": syms.index(repr(d))} for d in v.shape],
+            "map": v.map_input}

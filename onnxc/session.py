@@ -145,6 +145,11 @@ class InferenceSession:
                                    dict(m.get("custom_metadata_map", {})))
         n = self._sess_options.intra_op_num_threads
         self._threads = int(n) if n and n > 0 else _usable_cores()
+        self._profiler = None
+        if self._sess_options.enable_profiling:
+            from .profiling import Profiler
+            self._profiler = Profiler(lib, self._sess_options.profile_file_prefix)
+            self._run_fn = self._profiler.wrap(self._run_fn)
 
     def get_inputs(self) -> list[NodeArg]:
         return list(self._inputs)
@@ -177,10 +182,13 @@ class InferenceSession:
         pass
 
     def end_profiling(self) -> str:
-        return ""
+        """Write the per-node timings gathered so far as a Chrome-trace JSON file; its path."""
+        if self._profiler is None:
+            return ""
+        return self._profiler.end()
 
     def get_profiling_start_time_ns(self) -> int:
-        return 0
+        return self._profiler.start_ns if self._profiler is not None else 0
 
     @property
     def library_path(self) -> str:
@@ -192,6 +200,8 @@ class InferenceSession:
         if run_options is not None and run_options.terminate:
             raise Fail("Exiting due to terminate flag being set to true.")
         keep = None
+        if self._map_in:
+            input_feed = self._encode_maps(input_feed)
         if self._str_in:
             input_feed, keep = self._encode_strings(input_feed)
         arrays = self._feed(input_feed)
@@ -251,6 +261,7 @@ class InferenceSession:
             elif self._out_et[j] is dtypes.STRING:
                 self._out_np[j] = np.dtype(np.uintp)
                 self._ml_out.append((j, "string", None))
+        self._init_map_inputs()
 
     def _encode_strings(self, feed) -> tuple:
         """A copy of the feed whose string inputs are arrays of pointers to NUL-terminated UTF-8,
@@ -309,6 +320,53 @@ class InferenceSession:
                 flat[k] = txt
             outs[j] = res
         return outs
+
+    # ---- map inputs (ai.onnx.ml DictVectorizer, CastMap) ----------------------------------
+    def _init_map_inputs(self) -> None:
+        """A map input is two C inputs (values, keys; see shapes.map_input): get_inputs() shows one
+        map(K,tensor(V)) input, and run() takes a dict for it."""
+        self._map_in = []
+        keys_names = set()
+        for d in self._lib.inputs:
+            m = d.get("map")
+            if m and m["role"] == "values":
+                ks = self._in_by_name[m["keys_input"]]
+                self._map_in.append((d["name"], self._in_by_name[d["name"]], ks, m["type"]))
+                keys_names.add(ks.name)
+        if self._map_in:
+            self._inputs = [NodeArg(a.name, a.type, []) if a.name in {m[0] for m in self._map_in} else a
+                            for a in self._inputs if a.name not in keys_names]
+
+    def _encode_maps(self, feed):
+        """A copy of the feed where each map input's dict is its values and keys arrays, in
+        ascending key order (as onnxruntime's std::map holds them)."""
+        try:
+            feed = dict(feed.items())
+        except AttributeError:
+            return feed                 # _feed reports the error
+        for name, vs, ks, type_str in self._map_in:
+            d = feed.get(name)
+            if d is None:
+                continue
+            if isinstance(d, OrtValue) or not isinstance(d, dict):
+                raise InvalidArgument(f"input {name!r} is a {type_str}: pass a dict, not {type(d).__name__}")
+            str_keys = ks.etype is dtypes.STRING
+            for k in d:
+                got = "string" if isinstance(k, str) else "int64" if isinstance(k, (int, np.integer)) else None
+                if got != ks.etype.name:
+                    raise InvalidArgument(f"Unexpected input data type. Actual: (map({got or type(k).__name__},"
+                                          f"...)) , expected: ({type_str})")
+            items = sorted(d.items(), key=(lambda kv: kv[0].encode("utf-8")) if str_keys else None)
+            try:
+                keys = np.array([k for k, _ in items], dtype=object if str_keys else np.int64)
+                vals = np.array([v for _, v in items], dtype=object if vs.etype is dtypes.STRING else vs.dtype)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise InvalidArgument(f"input {name!r}: cannot read this dict as a {type_str}: {e}") from None
+            if vs.etype is dtypes.STRING and not all(isinstance(v, str) for v in vals.tolist()):
+                raise InvalidArgument(f"input {name!r}: a {type_str} needs str values")
+            feed[name] = vals
+            feed[ks.name] = keys
+        return feed
 
     # ---- feeds ---------------------------------------------------------------------------
     def _feed(self, feed) -> list:
@@ -622,7 +680,7 @@ def _build(src, o: SessionOptions, cache_dir):
         from .loader import load
         src = _fix_denoted_dims(load(src), o._free_dims_by_denotation)
     opts = Options(free_dims=dict(sorted(o._free_dims.items())),
-                   optimization_level=int(o.graph_optimization_level))
+                   optimization_level=int(o.graph_optimization_level), profile=bool(o.enable_profiling))
     return build_library(src, opts, cache_dir)
 
 
