@@ -1,6 +1,7 @@
 """Test helpers: one-node models checked against onnx.reference.ReferenceEvaluator."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -13,7 +14,7 @@ NP2ONNX = {np.dtype(k): v for k, v in {
     np.int8: onnx.TensorProto.INT8, np.int16: onnx.TensorProto.INT16, np.int32: onnx.TensorProto.INT32,
     np.int64: onnx.TensorProto.INT64, np.uint8: onnx.TensorProto.UINT8, np.uint16: onnx.TensorProto.UINT16,
     np.uint32: onnx.TensorProto.UINT32, np.uint64: onnx.TensorProto.UINT64, np.bool_: onnx.TensorProto.BOOL,
-    np.float16: onnx.TensorProto.FLOAT16}.items()}
+    np.float16: onnx.TensorProto.FLOAT16, ml_dtypes.bfloat16: onnx.TensorProto.BFLOAT16}.items()}
 
 
 def make_node_model(op_type, inputs: dict, attrs=None, opset=17, n_outputs=1, initializers=None,
