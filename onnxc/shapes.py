@@ -42,6 +42,9 @@ def infer(graph: Graph, overrides: Mapping[str, int] | None = None) -> None:
 
     for vi, v in _input_infos(graph):
         tt = vi.type.tensor_type
+        if vi.type.HasField("map_type"):
+            map_input(graph, vi, v)
+            continue
         if not vi.type.HasField("tensor_type"):
             raise InvalidGraph(f"graph input {vi.name!r} is not a tensor (sequence/map inputs come later)")
         v.etype = dtypes.from_onnx(tt.elem_type, f" (graph input {vi.name!r})", strings=True)
@@ -104,3 +107,38 @@ def _check_declared_non_tensor(vi: onnx.ValueInfoProto, v: Value) -> None:
     if not ok:
         raise InvalidGraph(f"graph output {vi.name!r} is declared as a {t.WhichOneof('value')} that onnxc "
                            "does not compute (only ZipMap's sequence of maps is supported)")
+
+
+# ---- map inputs (ai.onnx.ml DictVectorizer, CastMap) ------------------------------------------
+MAP_KEYS = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.STRING: "string"}
+
+
+def map_input(graph: Graph, vi: onnx.ValueInfoProto, v: Value) -> None:
+    """A graph input of type map(K, V) enters C as two arrays of one symbolic length: the values
+    (this Value, element type V) and the keys (a new graph input right after it, element type K),
+    both in ascending key order. Every node reading the map gets the keys as one more input.
+    ``map_input`` on both Values tells emit's metadata and the session (which turns a dict into
+    the two arrays)."""
+    mt = vi.type.map_type
+    key = MAP_KEYS.get(mt.key_type)
+    vt = mt.value_type
+    if key is None or not vt.HasField("tensor_type"):
+        raise InvalidGraph(f"graph input {vi.name!r}: only maps from int64 or string to a tensor type "
+                           "are supported")
+    v.etype = dtypes.from_onnx(vt.tensor_type.elem_type, f" (values of map input {vi.name!r})", strings=True)
+    if v.is_output or v in graph.overridable:
+        raise InvalidGraph(f"graph input {vi.name!r}: a map that is also a graph output or has an "
+                           "initializer is not supported")
+    n = sym(f"entries({vi.name})")
+    v.shape = (n,)
+    k = graph.new_value(f"{vi.name} (map keys)")
+    k.etype = dtypes.from_onnx(mt.key_type, strings=True)
+    k.shape = (n,)
+    k.is_input = True
+    graph.inputs.insert(graph.inputs.index(v) + 1, k)
+    type_str = f"map({key},tensor({v.etype.name}))"
+    v.map_input = {"role": "values", "type": type_str, "key_type": key, "keys_input": k.name}
+    k.map_input = {"role": "keys", "type": type_str, "key_type": key, "values_input": v.name}
+    for node in dict.fromkeys(v.consumers):
+        node.inputs.append(k)
+        k.consumers.append(node)
