@@ -66,7 +66,7 @@ class K:
         """a0 <op> a1 with two's-complement wrap-around for integers (no signed overflow UB)."""
         if self.et.is_float:
             return f"a0 {op} a1"
-        return f"(({self.u})a0 {op} ({self.u})a1)"
+        return f"({self.et.c})(({self.u})a0 {op} ({self.u})a1)"
 
 
 def _int_or_float(i: str, f: str):
@@ -107,7 +107,7 @@ def _div(k):
     if k.et.is_float:
         return "a0 / a1"
     if k.et.is_signed:  # no SIGFPE: x/0 -> 0, INT_MIN/-1 wraps
-        return f"(a1 == 0 ? 0 : (a1 == -1 ? (0u - ({k.u})a0) : a0 / a1))"
+        return f"(a1 == 0 ? 0 : (a1 == -1 ? ({k.et.c})(0u - ({k.u})a0) : a0 / a1))"
     return "(a1 == 0 ? 0 : a0 / a1)"
 
 
@@ -209,7 +209,7 @@ BINARY = {
     "Div": _div,
     "Pow": _pow,
     "Mod": _mod,
-    "PRelu": lambda k: f"(a0 < 0 ? {k.wrap('*')} : a0)",
+    "PRelu": lambda k: f"(a0 < 0 ? {k.wrap('*')} : a0)" if k.et.is_signed else "a0",  # is_signed: floats too
     "BitShift": _bitshift,
     "BitwiseAnd": "(a0 & a1)", "BitwiseOr": "(a0 | a1)", "BitwiseXor": "(a0 ^ a1)",
     "And": "(a0 && a1)", "Or": "(a0 || a1)", "Xor": "(a0 != a1)",
