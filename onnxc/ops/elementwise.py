@@ -69,10 +69,6 @@ class K:
         return f"({self.et.c})(({self.u})a0 {op} ({self.u})a1)"
 
 
-def _int_or_float(i: str, f: str):
-    return lambda k: f if k.et.is_float else i
-
-
 def _minmax(op: str):
     cmp = ">" if op == "max" else "<"
     # NaN propagates, as in numpy/onnxruntime
