@@ -15,6 +15,7 @@ from .passes.constants import fold_constant_nodes
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse_epilogue import fuse_epilogues
+from .passes.prepack import prepack_weights, sgemm_block
 from .passes.transpose_reshape import eliminate_pairs
 from .ops import lookup
 from .planner import NodeFacts
@@ -72,13 +73,17 @@ def optimize_proto(proto: onnx.ModelProto, level: int) -> onnx.ModelProto:
 
 
 def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, module: str = "",
-                  weights_mode: str = "incbin") -> Compiled:
+                  weights_mode: str = "incbin", gemm_block: tuple[int, int] | None = None) -> Compiled:
+    """gemm_block: the SGEMM register block (MR, NR) of the compiler that will build this C;
+    known only when building here (build_library), it enables compile-time weight packing."""
     graph = ir.from_model(optimize_proto(proto, options.optimization_level))
     graph.meta["source_ops"] = source_ops(proto)
     shapes.infer(graph, options.free_dims)
     for lvl, fn in GRAPH_PASSES:
         if options.optimization_level >= lvl:
             graph = fn(graph)
+    if options.optimization_level >= passes.ALL and gemm_block is not None:
+        graph = prepack_weights(graph, gemm_block)
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
     sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module,
@@ -120,6 +125,6 @@ def build_library(model, options: Options = Options(), cache_dir: str | Path | N
     modname = build.module_name(key)
 
     def sources():
-        return compile_model(proto, options, module=modname).sources
+        return compile_model(proto, options, module=modname, gemm_block=sgemm_block(tc.cc, tc.flags)).sources
 
     return build.build_cached(key, sources, tc, cache)

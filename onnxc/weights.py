@@ -17,9 +17,17 @@ class WeightBlob:
 
 
 def layout(graph: Graph) -> WeightBlob:
-    used = {v.id: v for n in graph.nodes for v in n.inputs if v is not None and v.const is not None}
+    """Initializers are stored once each. A node may mark inputs it never reads at run time
+    (attribute "_unread", e.g. weights replaced by their compile-time packed copy): those are
+    left out of the blob when nothing else reads them, and point at offset 0 (never read)."""
+    used, unread = {}, {}
+    for n in graph.nodes:
+        skip = n.attrs.get("_unread", ())
+        for i, v in enumerate(n.inputs):
+            if v is not None and v.const is not None:
+                (unread if i in skip else used)[v.id] = v
     used.update({v.id: v for v in graph.outputs + graph.overridable if v.const is not None})
-    offsets, parts, pos = {}, [], 0
+    offsets, parts, pos = {vid: 0 for vid in unread if vid not in used}, [], 0
     for vid in sorted(used):
         arr = np.ascontiguousarray(used[vid].const)
         pad = -pos % ALIGN

@@ -144,6 +144,11 @@ class Conv(OpSpec):
         # chunks); one image in one chunk lets the GEMM pack as it goes (less scratch)
         wpack = sgemm and not (x.shape[0] == 1 and nch == osp)
         wpack_bytes = _align(sgemm_wpack_bytes(g["Mg"], K)) if wpack else 0
+        # weights packed at compile time (passes/prepack.py): input 4, one group every `stride`
+        # bytes, in the orientation and register block chosen there; the scratch keeps no copy
+        pre = node.attrs.get("_prepacked")
+        if pre is not None:
+            wpack, wpack_bytes = True, pre["stride"]
         col_bytes = _align(K * nch * x.etype.itemsize) if kind == "im2col" else 0
         work = max(sgemm_work_bytes(g["Mg"], nch, K), sgemm_work_bytes(nch, g["Mg"], K)) if sgemm else 0
         # chunked convolutions give threads whole chunks, each in a slot of its own (col + work)
@@ -155,7 +160,8 @@ class Conv(OpSpec):
         border = [(a, b) for a, b in ((0, dw_lo), (dw_hi, ow_n)) if b > a]
         dw_fast = g["KS"][0] == 1 and g["KS"][1] * g["KS"][2] <= 25   # 1-D/2-D, small kernels
         return {**g, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
-                "slots": slots, "slot_off": g["G"] * wpack_bytes, "slot_bytes": _align(col_bytes + work),
+                "prepacked": pre, "slots": slots, "slot_off": 0 if pre else g["G"] * wpack_bytes,
+                "slot_bytes": _align(col_bytes + work),
                 "dw_lo": dw_lo,
                 "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,

@@ -1,0 +1,104 @@
+"""Compile-time weight prepacking (GraphOptimizationLevel ALL): a float Conv whose weights are
+constant gets them already in onnxc_sgemm_wpack's panel layout, in the weight blob, so no call
+repacks them (the GEMM streams the panels straight from the blob).
+
+The layout depends on the SGEMM register block (ONNXC_SGEMM_MR/NR), which the compiler flags
+choose (AVX-512, AVX2, NEON, portable). sgemm_block() asks the compiler itself: it preprocesses
+onnxc_gemm.h with the build's flags. Only a library built here knows its flags, so only
+build_library prepacks (emitted firmware C never does); the generated C checks the block at
+compile time (#error on a mismatch, never a silently wrong product).
+
+Layout (onnxc__sgemm_prepack): R lines (the M rows of W, or with `swapped` the same rows as
+NR-wide column panels) padded to Rp = roundup(R, P) with zeros, for each depth block pc of KC:
+panels of P lines, each stored k-major (kc groups of P values) at pc * Rp + p * kc.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+
+import numpy as np
+
+from ..ir import Graph, Value
+from ..ops.gemm import SGEMM_KC
+
+ALIGN = 64
+
+
+@functools.lru_cache(maxsize=None)
+def sgemm_block(cc: str, flags: tuple[str, ...]) -> tuple[int, int] | None:
+    """(MR, NR) of onnxc_gemm.h under these compiler flags, or None when it cannot be told."""
+    from ..resources import runtime_dir
+    src = '#include "onnxc_gemm.h"\nonnxc_block ONNXC_SGEMM_MR ONNXC_SGEMM_NR\n'
+    keep = [f for f in flags if f.startswith(("-m", "-D", "-U", "-std", "-f"))]
+    try:
+        out = subprocess.run([cc, *keep, "-I", str(runtime_dir()), "-E", "-P", "-x", "c", "-"], input=src,
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"onnxc_block\s+\(?(\d+)\)?\s+\(?\(?(\d+)\s*\*\s*(\d+)\)?\)?|onnxc_block\s+(\d+)\s+(\d+)",
+                  out.stdout)
+    if out.returncode != 0 or not m:
+        return None
+    if m.group(1):
+        return int(m.group(1)), int(m.group(2)) * int(m.group(3))
+    return int(m.group(4)), int(m.group(5))
+
+
+def w_swapped(M: int, N: int, MR: int, NR: int) -> bool:
+    """onnxc_sgemm_w_swapped: the orientation with less register-tile padding."""
+    def up(x, m):
+        return -(-x // m) * m
+    return up(N, MR) * up(M, NR) < 0.9 * (up(M, MR) * up(N, NR))
+
+
+def pack(w: np.ndarray, P: int) -> np.ndarray:
+    """onnxc__sgemm_prepack of an R x K float matrix with panels of P lines (flat float32)."""
+    R, K = w.shape
+    Rp = -(-R // P) * P
+    wp = np.zeros((Rp, K), np.float32)
+    wp[:R] = w
+    blocks = []
+    for pc in range(0, K, SGEMM_KC):
+        kc = min(SGEMM_KC, K - pc)
+        blocks.append(wp[:, pc:pc + kc].reshape(Rp // P, P, kc).transpose(0, 2, 1).reshape(-1))
+    return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+
+
+def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
+    from ..ops import lookup
+    if block is None:
+        return graph
+    MR, NR = block
+    next_id = max((v.id for v in graph.values), default=-1) + 1
+    for node in graph.nodes:
+        if node.op_type not in ("Conv", "FusedConv") or node.attrs.get("_prepacked") is not None:
+            continue
+        w = node.inputs[1]
+        if w.const is None or w.is_input or w.etype.name != "float" or node.inputs[0].etype.name != "float":
+            continue
+        spec = lookup(node)
+        p = spec.params(node)
+        if p["kind"] == "depthwise" or p["gemm"] != "s" or p["K"] <= 0 or p["Mg"] <= 0:
+            continue
+        G, Mg, K = p["G"], p["Mg"], p["K"]
+        swapped = w_swapped(Mg, p["nch"], MR, NR)
+        P = NR if swapped else MR
+        wm = np.ascontiguousarray(w.const, np.float32).reshape(G, Mg, K)
+        groups = [pack(wm[g], P) for g in range(G)]
+        stride = -(-groups[0].size * 4 // ALIGN) * ALIGN // 4     # floats per group, 64-byte aligned
+        data = np.zeros((G, stride), np.float32)
+        for g, a in enumerate(groups):
+            data[g, :a.size] = a
+        v = Value(name=f"{w.name} (packed)", id=next_id, etype=w.etype, shape=(G * stride,),
+                  const=data.reshape(-1))
+        next_id += 1
+        graph.values.append(v)
+        v.consumers.append(node)
+        while len(node.inputs) < 4:
+            node.inputs.append(None)
+        node.inputs.append(v)                          # input 4: the packed weights
+        node.attrs["_unread"] = (1,)                   # the plain weights stay out of the blob
+        node.attrs["_prepacked"] = {"swapped": int(swapped), "mr": MR, "nr": NR, "stride": stride * 4}
+    return graph
