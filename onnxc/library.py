@@ -16,6 +16,13 @@ from functools import lru_cache
 
 from .errors import Fail, InvalidArgument, NoSuchFile
 
+# onnxc_run's non-zero returns: code + 256 * (node index + 1)
+RUN_ERRORS = {
+    1: "the run-time dimensions do not fit what the node needs",
+    2: "an index input is out of range",
+    3: "an input value cannot be mapped (unknown category or unparsable value)",
+}
+
 ELF_MAGIC = b"\x7fELF"
 
 
@@ -40,6 +47,18 @@ class Library:
         self.inputs: list[dict] = m["inputs"]
         self.overridable: list[dict] = m["overridable"]
         self.outputs: list[dict] = m["outputs"]
+
+    def run_error(self, rc: int) -> Exception:
+        """The exception for a non-zero return of onnxc_run, naming the failing node: bad
+        dims or indices are the caller's (InvalidArgument), an unmappable value fails the run."""
+        code, node = rc % 256, rc // 256 - 1
+        what = RUN_ERRORS.get(code, f"error code {code}")
+        cls = Fail if code == 3 else InvalidArgument
+        nodes = self.meta.get("nodes") or []
+        if 0 <= node < len(nodes):
+            op, name = nodes[node]
+            return cls(f"node {node} ({op}, name {name!r}): {what}")
+        return cls(f"the compiled model failed: {what}")
 
 
 _IDENTITY: dict[str, tuple] = {}   # path -> identity of the file first loaded from it

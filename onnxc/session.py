@@ -560,7 +560,7 @@ class InferenceSession:
         else:
             rc = self._run_fn(ins, outs, cdims, self._dummy, self._threads)
         if rc != 0:
-            raise Fail(f"the compiled model reported error code {rc}")
+            raise self._lib.run_error(rc)
 
     def _new_arena(self, nbytes: int) -> tuple:
         raw = np.empty(nbytes + 64, np.uint8)

@@ -179,7 +179,9 @@ static inline int64_t onnxc_ml_find_f64(const double *keys, int64_t n, double x)
 #include <stdlib.h>
 
 /* a value an op cannot map: unknown category (OneHotEncoder zeros=0), unparsable CastMap string */
+#ifndef ONNXC_ERR_VALUE
 #define ONNXC_ERR_VALUE 3
+#endif
 
 /* double -> int64 as x86's cvttsd2si (what onnxruntime's static_cast does there): truncation,
  * NaN and out-of-range values give INT64_MIN; never undefined behaviour in C. */

@@ -19,8 +19,14 @@
 #define ONNXC_PAR_MIN 32768
 #endif
 
+/* Error returns carry the failing node: code + 256 * (node index + 1). model.c redefines
+ * ONNXC_HERE before each node's block, so a template's `return ONNXC_ERR_SHAPE;` names its node. */
 #define ONNXC_OK 0
-#define ONNXC_ERR_SHAPE 1
+#define ONNXC_HERE (-1)
+#define ONNXC_ERR_AT(code) ((code) + 256 * (ONNXC_HERE + 1))
+#define ONNXC_ERR_SHAPE ONNXC_ERR_AT(1)   /* run-time dims disagree with what the node needs */
+#define ONNXC_ERR_INDEX ONNXC_ERR_AT(2)   /* an index input is out of range */
+#define ONNXC_ERR_VALUE ONNXC_ERR_AT(3)   /* a value the node cannot map (unknown category, ...) */
 
 static inline int64_t onnxc_floordiv(int64_t a, int64_t b)
 {

@@ -89,3 +89,13 @@ def test_opset_out_of_range_is_stated():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=99)
     with pytest.raises(onnxc.InvalidGraph, match="opset 99"):
         onnxc.InferenceSession(m.SerializeToString())
+
+
+def test_run_time_index_error_names_the_node():
+    g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=0)], "g",
+                          [vi("x", [3]), vi("i", [2], TensorProto.INT64)], [vi("y", [2])])
+    s = onnxc.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    x = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(s.run(None, {"x": x, "i": np.array([2, -1])})[0], [3, 3])
+    with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Gather, name 'pick'\): an index input is out of range"):
+        s.run(None, {"x": x, "i": np.array([0, 7])})
