@@ -140,6 +140,7 @@ static inline uint16_t onnxc_f2bf(float f)
 #define onnxc_st_uint32(x) ((uint32_t)(x))
 #define onnxc_ld_uint64(x) (x)
 #define onnxc_st_uint64(x) ((uint64_t)(x))
+#define onnxc_ld_string(x) (x)
 #define onnxc_ld_bool(x) (x)
 #define onnxc_st_bool(x) ((uint8_t)((x) != 0))
 #endif

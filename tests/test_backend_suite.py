@@ -24,7 +24,7 @@ def _implemented(model) -> bool:
     """Every operator registered for its opset, every graph input/output of a supported type."""
     for vi in list(model.graph.input) + list(model.graph.output):
         et = vi.type.tensor_type.elem_type
-        if not vi.type.HasField("tensor_type") or et not in dtypes.BY_ONNX:
+        if not vi.type.HasField("tensor_type") or (et not in dtypes.BY_ONNX and et != onnx.TensorProto.STRING):
             return False
     opsets = {o.domain or "": o.version for o in model.opset_import}
     for n in model.graph.node:

@@ -209,7 +209,7 @@ BINARY = {
     "BitShift": _bitshift,
     "BitwiseAnd": "(a0 & a1)", "BitwiseOr": "(a0 | a1)", "BitwiseXor": "(a0 ^ a1)",
     "And": "(a0 && a1)", "Or": "(a0 || a1)", "Xor": "(a0 != a1)",
-    "Equal": "a0 == a1",
+    "Equal": lambda k: "(strcmp(a0, a1) == 0)" if k.et.name == "string" else "a0 == a1",
     "Less": "a0 < a1",
     "Greater": "a0 > a1",
     "LessOrEqual": "a0 <= a1",
