@@ -48,6 +48,27 @@ _TABLE = [
     ElemType(TensorProto.UINT32, "uint32", np.dtype(np.uint32), "uint32_t", is_signed=False),
     ElemType(TensorProto.UINT64, "uint64", np.dtype(np.uint64), "uint64_t", is_signed=False),
     ElemType(TensorProto.BOOL, "bool", np.dtype(np.bool_), "uint8_t", is_signed=False),
+    # Low-precision types (runtime_c/onnxc_lowp.h): one element per byte, as ml_dtypes holds them
+    # in numpy. The sub-byte ones (4- and 2-bit) are packed only inside TensorProto, which
+    # numpy_helper unpacks on load and packs on save; in memory the low bits hold the value.
+    ElemType(TensorProto.FLOAT8E4M3FN, "float8e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), "uint8_t", True,
+             compute="float"),
+    ElemType(TensorProto.FLOAT8E4M3FNUZ, "float8e4m3fnuz", np.dtype(ml_dtypes.float8_e4m3fnuz), "uint8_t",
+             True, compute="float"),
+    ElemType(TensorProto.FLOAT8E5M2, "float8e5m2", np.dtype(ml_dtypes.float8_e5m2), "uint8_t", True,
+             compute="float"),
+    ElemType(TensorProto.FLOAT8E5M2FNUZ, "float8e5m2fnuz", np.dtype(ml_dtypes.float8_e5m2fnuz), "uint8_t",
+             True, compute="float"),
+    ElemType(TensorProto.FLOAT8E8M0, "float8e8m0", np.dtype(ml_dtypes.float8_e8m0fnu), "uint8_t", True,
+             is_signed=False, compute="float"),
+    ElemType(TensorProto.FLOAT4E2M1, "float4e2m1", np.dtype(ml_dtypes.float4_e2m1fn), "uint8_t", True,
+             compute="float"),
+    ElemType(TensorProto.INT4, "int4", np.dtype(ml_dtypes.int4), "uint8_t", compute="int8_t"),
+    ElemType(TensorProto.UINT4, "uint4", np.dtype(ml_dtypes.uint4), "uint8_t", is_signed=False,
+             compute="uint8_t"),
+    ElemType(TensorProto.INT2, "int2", np.dtype(ml_dtypes.int2), "uint8_t", compute="int8_t"),
+    ElemType(TensorProto.UINT2, "uint2", np.dtype(ml_dtypes.uint2), "uint8_t", is_signed=False,
+             compute="uint8_t"),
 ]
 
 # Strings: C stores pointers to NUL-terminated UTF-8 (``const char *``, 8 bytes). The pointed-to
@@ -64,6 +85,14 @@ BY_NAME = {t.name: t for t in _TABLE}
 FLOAT = BY_ONNX[TensorProto.FLOAT]
 INT64 = BY_ONNX[TensorProto.INT64]
 BOOL = BY_ONNX[TensorProto.BOOL]
+
+# types whose loads/stores need runtime_c/onnxc_lowp.h
+LOWP = frozenset(t for t in _TABLE if t.onnx in (
+    TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2, TensorProto.FLOAT8E5M2FNUZ,
+    TensorProto.FLOAT8E8M0, TensorProto.FLOAT4E2M1, TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2,
+    TensorProto.UINT2))
+# value bits of the sub-byte integers
+SUBBYTE_BITS = {TensorProto.INT4: 4, TensorProto.UINT4: 4, TensorProto.INT2: 2, TensorProto.UINT2: 2}
 
 
 def from_onnx(code: int, where: str = "", strings: bool = False) -> ElemType:
