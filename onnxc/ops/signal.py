@@ -1,0 +1,289 @@
+"""Signal processing: DFT (opsets 17 and 20), STFT, HannWindow, HammingWindow, BlackmanWindow,
+MelWeightMatrix.
+
+DFT and STFT gather each line along the transformed axis into a double buffer and run
+runtime_c/onnxc_fft.h (radix-2, direct for small lengths, Bluestein otherwise), so every length
+works and the arithmetic is double whatever the storage type. Complex tensors are real tensors
+with a trailing dimension of 2 (real, imaginary); a trailing 1 means real. Parameters that shape
+the output (dft_length, onesided, frame_step, frame_length, window sizes) must be known at compile
+time; DFT-20's axis may be a run-time input when it does not change the output shape.
+"""
+from __future__ import annotations
+
+from .. import dtypes
+from ..errors import NotImplemented as OrtNotImplemented
+from ..known_values import known
+from ..symbolic import product
+from .common import const_input, fail, norm_axis, schema_types
+from .registry import OpSpec, register
+
+D = dtypes.BY_NAME
+MAX_LEN = 1 << 26             # longest transform: the workspace is ~ 6 x length doubles per slot
+MAX_SCRATCH = 1 << 31         # bytes of FFT workspace a node may ask for
+SLOTS = 8                     # at most this many threads, each with its own workspace slot
+_INTS = ("int32", "int64")
+_FLOATS = ("float", "double", "float16", "bfloat16")
+DIRECT_MAX = 64               # = ONNXC_FFT_DIRECT_MAX
+
+
+def fft_work(n: int) -> int:
+    """Doubles of workspace onnxc_fft needs (mirrors onnxc_fft_work in onnxc_fft.h)."""
+    if n <= 1 or n & (n - 1) == 0:
+        return 0
+    if n <= DIRECT_MAX:
+        return 4 * n
+    m = 1
+    while m < 2 * n - 1:
+        m <<= 1
+    return 4 * m + 2 * n
+
+
+def _scalar(node, i, what, lo=None) -> int | None:
+    """A compile-time integer scalar input (None when the input is omitted)."""
+    a = const_input(node, i, what)
+    if a is None:
+        return None
+    if a.size != 1:
+        raise fail(node, f"input {i} ({what}) must be a scalar, got shape {a.shape}")
+    v = int(a.reshape(()))
+    if lo is not None and v < lo:
+        raise fail(node, f"input {i} ({what})={v} must be >= {lo}")
+    return v
+
+
+def _slots(node, n: int, lines) -> tuple[int, int]:
+    if n > MAX_LEN:
+        raise fail(node, f"transform length {n} is larger than onnxc supports ({MAX_LEN})")
+    slot = 2 * n + fft_work(n)
+    slots = SLOTS if not isinstance(lines, int) else max(1, min(SLOTS, lines))
+    slots = max(1, min(slots, MAX_SCRATCH // (8 * slot)))
+    return slots, slot
+
+
+class _DFT(OpSpec):
+    op_type = "DFT"
+    template = "dft.c.j2"
+    headers = ("onnxc_fft.h",)
+
+    def _axis(self, node):
+        """(axis, runtime): the axis when known, else (None, True)."""
+        raise NotImplementedError
+
+    def _spec(self, node):
+        schema_types(node)
+        x = node.inputs[0]
+        r = x.rank
+        if r < 2 or x.shape[-1] not in (1, 2):
+            raise fail(node, "input 0 must be [..., signal dims, 1 or 2] (real or complex)")
+        inverse = int(node.attr("inverse", 0)) != 0
+        onesided = int(node.attr("onesided", 0)) != 0
+        mode = "irfft" if inverse and onesided else ("inv" if inverse else "fwd")
+        n = _scalar(node, 1, "dft_length", lo=1)
+        axis = self._axis(node)
+        s = {"mode": mode, "onesided": onesided, "cin": x.shape[-1], "rank": r,
+             "dims": list(x.shape[:-1])}
+        if axis is None:      # run-time axis: only when the output shape does not depend on it
+            if onesided or n is not None:
+                raise OrtNotImplemented(f"{node.describe()}: input 2 (axis) must be known at compile "
+                                        "time when onesided is set or dft_length is given")
+            if not all(isinstance(d, int) for d in x.shape):
+                raise OrtNotImplemented(f"{node.describe()}: a run-time axis needs a static input shape")
+            nmax = max(x.shape[:-1])
+            s.update(runtime_axis=True, out=tuple(x.shape[:-1]) + (2,), n=nmax,
+                     lines=product(x.shape[:-1]))
+            return s
+        if not axis < r - 1:
+            raise fail(node, f"axis {axis} is the trailing real/imaginary dimension; it must be < {r - 1}")
+        nin = x.shape[axis]
+        if n is None:
+            n = 2 * (nin - 1) if mode == "irfft" else nin
+        if not isinstance(n, int):
+            raise OrtNotImplemented(f"{node.describe()}: the transform length must be known at "
+                                    "compile time (symbolic signal dimension)")
+        if n < 1:
+            raise fail(node, f"transform length {n} must be >= 1")
+        kout = n // 2 + 1 if mode == "fwd" and onesided else n
+        out = list(x.shape)
+        out[axis] = kout
+        out[-1] = 1 if mode == "irfft" else 2
+        s.update(runtime_axis=False, axis=axis, out=tuple(out), n=n, nin=nin, kout=kout,
+                 outer=product(x.shape[:axis]), inner=product(x.shape[axis + 1:-1]))
+        s["lines"] = s["outer"] * s["inner"]
+        return s
+
+    def infer(self, node):
+        s = self._spec(node)
+        _slots(node, s["n"], s["lines"])
+        return [(node.inputs[0].etype, s["out"])]
+
+    def params(self, node):
+        s = self._spec(node)
+        s["slots"], s["slot"] = _slots(node, s["n"], s["lines"])
+        s["cout"] = s["out"][-1]
+        s["axis_input"] = 2
+        return s
+
+    def scratch(self, node):
+        s = self._spec(node)
+        slots, slot = _slots(node, s["n"], s["lines"])
+        return slots * slot * 8
+
+
+@register
+class DFT17(_DFT):
+    since = 17
+    until = 19
+
+    def _axis(self, node):
+        return norm_axis(node, int(node.attr("axis", 1)), node.inputs[0].rank)
+
+
+@register
+class DFT20(_DFT):
+    since = 20
+
+    def _axis(self, node):
+        a = node.input(2)
+        if a is None:
+            return norm_axis(node, -2, node.inputs[0].rank)
+        v = known(a)
+        if v is None:
+            return None
+        if v.size != 1:
+            raise fail(node, f"input 2 (axis) must be a scalar, got shape {v.shape}")
+        return norm_axis(node, int(v.reshape(())), node.inputs[0].rank)
+
+
+@register
+class STFT(OpSpec):
+    """[batch, length, 1|2] -> [batch, frames, bins, 2]: frame f is signal[f*step : f*step + L]
+    times the window (ones when absent), transformed with a length-L DFT."""
+    op_type = "STFT"
+    since = 17
+    template = "stft.c.j2"
+    headers = ("onnxc_fft.h",)
+
+    def _spec(self, node):
+        schema_types(node)
+        x, w = node.inputs[0], node.input(2)
+        if x.rank != 3 or x.shape[-1] not in (1, 2):
+            raise fail(node, "input 0 (signal) must be [batch, length, 1 or 2]")
+        step = _scalar(node, 1, "frame_step", lo=1)
+        fl = _scalar(node, 3, "frame_length", lo=1)
+        if w is not None:
+            if w.rank != 1:
+                raise fail(node, "input 2 (window) must be 1-D")
+            if fl is None:
+                fl = w.shape[0]
+            elif w.shape[0] != fl:
+                raise fail(node, f"input 2 (window) has {w.shape[0]} values but frame_length is {fl}")
+        length = x.shape[1]
+        if fl is None:
+            fl = length
+        if not isinstance(fl, int) or not isinstance(length, int):
+            raise OrtNotImplemented(f"{node.describe()}: signal and frame lengths must be known at "
+                                    "compile time")
+        if fl > length:
+            raise fail(node, f"frame_length {fl} is longer than the signal ({length})")
+        frames = 1 + (length - fl) // step
+        onesided = int(node.attr("onesided", 1)) != 0
+        bins = fl // 2 + 1 if onesided else fl
+        return {"step": step, "n": fl, "frames": frames, "bins": bins, "length": length,
+                "cin": x.shape[-1], "window": w is not None, "batch": x.shape[0],
+                "lines": x.shape[0] * frames}
+
+    def infer(self, node):
+        s = self._spec(node)
+        _slots(node, s["n"], s["lines"])
+        return [(node.inputs[0].etype, (s["batch"], s["frames"], s["bins"], 2))]
+
+    def params(self, node):
+        s = self._spec(node)
+        s["slots"], s["slot"] = _slots(node, s["n"], s["lines"])
+        return s
+
+    def scratch(self, node):
+        s = self._spec(node)
+        slots, slot = _slots(node, s["n"], s["lines"])
+        return slots * slot * 8
+
+
+class _Window(OpSpec):
+    since = 17
+    template = "window.c.j2"
+    # w[i] = a0 - a1 cos(2 pi i / N) + a2 cos(4 pi i / N); N = size (periodic) or size - 1
+    coeffs: tuple = ()
+
+    def _spec(self, node):
+        size = _scalar(node, 0, "size")
+        if size < 0:
+            raise fail(node, f"input 0 (size)={size} must be >= 0")
+        if size > 1 << 31:
+            raise fail(node, f"input 0 (size)={size} is too large")
+        et = dtypes.from_onnx(int(node.attr("output_datatype", 1)), node.describe())
+        if et.name not in ("float", "double", "float16", "bfloat16", "int8", "int16", "int32",
+                           "int64", "uint8", "uint16", "uint32", "uint64"):
+            raise fail(node, f"output_datatype {et.name} is not a numeric type")
+        return size, et
+
+    def infer(self, node):
+        size, et = self._spec(node)
+        return [(et, (size,))]
+
+    def params(self, node):
+        size, et = self._spec(node)
+        periodic = int(node.attr("periodic", 1)) != 0
+        a0, a1, a2 = (repr(float(c)) for c in self.coeffs)
+        return {"size": size, "N": size if periodic else size - 1, "a0": a0, "a1": a1, "a2": a2,
+                "hann": self.op_type == "HannWindow", "int_out": not et.is_float}
+
+
+@register
+class HannWindow(_Window):
+    op_type = "HannWindow"
+    coeffs = (0.5, 0.5, 0.0)
+
+
+@register
+class HammingWindow(_Window):
+    op_type = "HammingWindow"
+    coeffs = (25.0 / 46.0, 21.0 / 46.0, 0.0)
+
+
+@register
+class BlackmanWindow(_Window):
+    op_type = "BlackmanWindow"
+    coeffs = (0.42, 0.5, 0.08)
+
+
+@register
+class MelWeightMatrix(OpSpec):
+    """[dft_length // 2 + 1, num_mel_bins] triangular filters, as onnx.reference computes them:
+    the edge frequencies and the mel points are read at run time."""
+    op_type = "MelWeightMatrix"
+    since = 17
+    template = "melweight.c.j2"
+
+    def _spec(self, node):
+        for i, ok in ((0, _INTS), (1, _INTS), (2, _INTS), (3, _FLOATS), (4, _FLOATS)):
+            if node.inputs[i].etype.name not in ok:
+                raise fail(node, f"input {i} has element type {node.inputs[i].etype.name}")
+        if node.inputs[3].etype != node.inputs[4].etype:
+            raise fail(node, "inputs 3 and 4 (edge frequencies) must have the same element type")
+        bins = _scalar(node, 0, "num_mel_bins", lo=1)
+        n = _scalar(node, 1, "dft_length", lo=1)
+        if bins > 1 << 20 or n > 1 << 28 or (n // 2 + 1) * bins > 1 << 30:
+            raise fail(node, f"num_mel_bins={bins} x dft_length={n} is too large")
+        et = dtypes.from_onnx(int(node.attr("output_datatype", 1)), node.describe())
+        if et.name not in ("float", "double", "float16", "bfloat16", "int8", "int16", "int32",
+                           "int64", "uint8", "uint16", "uint32", "uint64"):
+            raise fail(node, f"output_datatype {et.name} is not a numeric type")
+        return bins, n, et
+
+    def infer(self, node):
+        bins, n, et = self._spec(node)
+        return [(et, (n // 2 + 1, bins))]
+
+    def params(self, node):
+        bins, n, _ = self._spec(node)
+        return {"bins": bins, "n": n, "spec": n // 2 + 1}
