@@ -17,8 +17,10 @@ from .common import fail
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
-SUPPORTED = tuple(D[n] for n in ("float", "double", "int8", "int16", "int32", "int64", "uint8", "uint16",
-                                 "uint32", "uint64", "bool"))
+SUPPORTED = tuple(dtypes.BY_ONNX.values())
+_F8 = frozenset(D[n] for n in ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"))
+_E8M0 = D["float8e8m0"]
+_ROUND_MODES = {"up": 0, "nearest": 1, "down": 2}
 
 # opset 1 spells the target type as a string
 _OPSET1_NAMES = {"FLOAT": "float", "DOUBLE": "double", "INT8": "int8", "INT16": "int16", "INT32": "int32",
@@ -32,11 +34,36 @@ _U64 = ("(({v}) >= 0 && ({v}) < 18446744073709551616.0 ? (uint64_t)({v}) : "
         "(uint64_t)1 << 63))")
 
 
-def convert(v: str, src: dtypes.ElemType, dst: dtypes.ElemType) -> str:
-    """C expression converting variable ``v`` (a plain name: it is read several times) of type
-    ``src`` to ``dst``, defined for every input value."""
+def compute_type(et: dtypes.ElemType) -> dtypes.ElemType:
+    """The plain type a value of ``et`` is held in after onnxc_ld_<et>(): float for float16,
+    bfloat16, the 8/4-bit floats; int8/uint8 for the sub-byte integers."""
+    if et.cc == et.c:
+        return et
+    return {"float": dtypes.FLOAT, "int8_t": D["int8"], "uint8_t": D["uint8"]}[et.cc]
+
+
+def load(v: str, et: dtypes.ElemType) -> str:
+    """C expression: stored element ``v`` of type ``et`` as its compute type."""
+    return v if et.cc == et.c else f"onnxc_ld_{et.name}({v})"
+
+
+def convert(v: str, src: dtypes.ElemType, dst: dtypes.ElemType, saturate: bool = True,
+            round_mode: str = "up") -> str:
+    """C expression converting variable ``v`` (a plain name: it is read several times), already
+    in ``src``'s compute type (see load), to ``dst``'s storage, defined for every input value.
+    ``saturate`` and ``round_mode`` are Cast's attributes (float8 / float8e8m0 targets only)."""
+    src = compute_type(src)
     if dst == dtypes.BOOL:
         return f"(uint8_t)({v} != 0)"
+    if dst in _F8 and not saturate:
+        return f"onnxc_st_{dst.name}_nosat({v})"
+    if dst == _E8M0:
+        return f"onnxc_f2e8m0((float)({v}), {_ROUND_MODES[round_mode]}, {int(saturate)})"
+    if dst.cc != dst.c:
+        if dst.is_float:
+            return f"onnxc_st_{dst.name}({v})"
+        # sub-byte integers: the low bits of the value converted as to int32 (as ml_dtypes does)
+        return f"onnxc_st_{dst.name}({convert(v, src, D['int32'])})"
     if src == dst:
         return v
     if dst.is_float or not src.is_float:
@@ -60,6 +87,7 @@ def _check(node, et: dtypes.ElemType, what: str):
 
 class _CastBase(OpSpec):
     template = "cast.c.j2"
+    headers = ("onnxc_lowp.h",)
 
     def target(self, node) -> dtypes.ElemType:
         raise NotImplementedError
@@ -73,7 +101,14 @@ class _CastBase(OpSpec):
 
     def params(self, node):
         x, y = node.inputs[0], node.outputs[0]
-        return {"expr": convert("v", x.etype, y.etype), "same": x.etype == y.etype, "work": product(x.shape)}
+        sat = node.attr("saturate", 1)
+        if sat not in (0, 1):
+            raise fail(node, f"attribute saturate={sat!r} must be 0 or 1")
+        mode = node.attr("round_mode", "up")
+        if mode not in _ROUND_MODES:
+            raise fail(node, f"attribute round_mode={mode!r} is not one of {', '.join(_ROUND_MODES)}")
+        return {"load": load("v", x.etype), "expr": convert("w", x.etype, y.etype, bool(sat), mode),
+                "same": x.etype == y.etype, "work": product(x.shape)}
 
     def inplace(self, node):
         x, y = node.inputs[0], node.outputs[0]
