@@ -32,9 +32,15 @@ _MATH = re.compile(r"\b(exp|log|sqrt|tanh|fabs|floor|ceil|pow|fmod|sin|cos|tan|a
                    r"copysign)\(")
 
 
+# float functions with a vectorisable, branch-free version in onnxc_vmath.h (documented error)
+VMATH_FLOAT = {"exp": "onnxc_vexpf(", "tanh": "onnxc_vtanhf("}
+
+
 def c_math(expr: str, cc: str) -> str:
     """Double math names -> the float variants when computing in float (cc is a C type)."""
-    return _MATH.sub(lambda m: m.group(1) + ("f(" if cc == "float" else "("), expr)
+    if cc != "float":
+        return _MATH.sub(lambda m: m.group(1) + "(", expr)
+    return _MATH.sub(lambda m: VMATH_FLOAT.get(m.group(1), m.group(1) + "f("), expr)
 
 
 class K:
@@ -162,7 +168,8 @@ def _gelu(k):
 # name: expression, or fn(K) -> expression
 UNARY = {
     "Relu": "(a0 < 0 ? 0 : a0)",
-    "Sigmoid": "(a0 >= 0 ? 1 / (1 + exp(-a0)) : exp(a0) / (1 + exp(a0)))",
+    "Sigmoid": lambda k: ("onnxc_vsigmoidf(a0)" if k.cc == "float" else
+                          "(a0 >= 0 ? 1 / (1 + exp(-a0)) : exp(a0) / (1 + exp(a0)))"),
     "Tanh": "tanh(a0)",
     "Exp": "exp(a0)",
     "Log": "log(a0)",
@@ -225,7 +232,7 @@ SELECT = {"Where": "(a0 ? a1 : a2)"}
 
 class Elementwise(OpSpec):
     template = "elementwise.c.j2"
-    headers = ("onnxc_math.h",)
+    headers = ("onnxc_math.h", "onnxc_vmath.h")
     expr = "a0"
     raw = False             # operate on stored values (no load/store conversion)
 

@@ -49,7 +49,7 @@ class _Recurrent(OpSpec):
     cell = "rnn"
     gates = 1
     default_acts = ("Tanh",)
-    headers = ("onnxc_gemm.h",)
+    headers = ("onnxc_gemm.h", "onnxc_vmath.h")
 
     def geometry(self, node) -> dict:
         x, w, r = node.inputs[0], node.inputs[1], node.inputs[2]
@@ -136,7 +136,9 @@ class _Recurrent(OpSpec):
             a = alphas.pop(0) if ua and alphas else da
             b = betas.pop(0) if ub and betas else db
             expr = expr.replace("ALPHA", c_float(a, ct.c)).replace("BETA", c_float(b, ct.c))
-            out.append(c_math(expr, ct))
+            if ct.c == "float" and canon in ("Sigmoid", "Tanh"):
+                expr = "onnxc_vsigmoidf(@)" if canon == "Sigmoid" else "onnxc_vtanhf(@)"
+            out.append(c_math(expr, ct.c))
         return [out[d * n:(d + 1) * n] for d in range(g["nd"])]
 
     def _layout(self, node, g):
