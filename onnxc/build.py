@@ -7,7 +7,9 @@ makes concurrent builders of one key wait for the first instead of repeating its
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import hashlib
 import json
 import os
@@ -16,7 +18,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,6 @@ int {p}run_profiled(void *const *inputs, void *const *outputs, const int64_t *di
 
 LIB_NAME = "model.so"
 MANIFEST = "manifest.json"
-_CHDIR_LOCK = threading.Lock()   # cffi compiles from inside its temp dir (os.chdir is process-wide)
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,13 @@ def cache_key(model_bytes: bytes, options: dict, version: str, tc: Toolchain) ->
     return h.hexdigest()
 
 
+# Every library's Python module has this one name: libraries are loaded by path (importlib's
+# ExtensionFileLoader, never through sys.modules), so one compiled wrapper serves them all.
+MODULE = "_onnxc_model"
+
+
 def module_name(key: str) -> str:
-    return f"_onnxc_{key[:24]}"
+    return MODULE
 
 
 def published(cache: Path, key: str) -> Path | None:
@@ -169,7 +174,7 @@ def build_cached(key: str, make_sources, tc: Toolchain, cache: Path) -> Path:
             shutil.rmtree(aside, ignore_errors=True)   # processes that mapped it keep their copy
         sources = make_sources()
         tmp = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=_mkdir(cache / "tmp")))
-        compile_library(sources, module_name(key), tmp, tc)
+        compile_library(sources, module_name(key), tmp, tc, cache / "wrappers")
         try:
             os.rename(tmp, final)
         except OSError:
@@ -185,35 +190,63 @@ def _mkdir(p: Path) -> Path:
     return p
 
 
-def compile_library(sources: Sources, modname: str, out_dir: Path, tc: Toolchain) -> Path:
+def compile_library(sources: Sources, modname: str, out_dir: Path, tc: Toolchain,
+                    wrapper_dir: Path | None = None) -> Path:
     """Compile into out_dir: model.c -> model.o (our compiler call, diagnostics captured), then
-    cffi builds the Python extension around it. Writes LIB_NAME and MANIFEST."""
-    import cffi
-
+    link it with cffi's Python wrapper (compiled once, see _wrapper_object). Writes LIB_NAME and
+    MANIFEST."""
     (out_dir / "model.c").write_text(sources.c)
     (out_dir / "weights.bin").write_bytes(sources.weights)
-    cmd = [tc.cc, *tc.flags, "-I", str(runtime_dir()), "-c", "model.c", "-o", "model.o"]
-    res = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise BuildError(f"the C compiler failed (exit {res.returncode}): {' '.join(cmd)}",
-                         res.stderr + res.stdout, str(out_dir))
-    ffi = cffi.FFI()
-    ffi.cdef(CDEF.format(p="onnxc_"))
-    ffi.set_source(modname, "#include <stdint.h>\n" + CDEF.format(p="onnxc_"),
-                   extra_objects=[str(out_dir / "model.o")], extra_link_args=["-fopenmp"],
-                   extra_compile_args=["-O1"])
-    build_dir = out_dir / "cffi"
-    with _CHDIR_LOCK:
-        try:
-            so = ffi.compile(tmpdir=str(build_dir), verbose=False)
-        except Exception as e:  # noqa: BLE001 - distutils raises several kinds
-            raise BuildError(f"linking the Python extension failed: {e}", str(e), str(out_dir)) from e
+    _run([tc.cc, *tc.flags, "-I", str(runtime_dir()), "-c", "model.c", "-o", "model.o"], out_dir,
+         "the C compiler failed")
+    wrapper = _wrapper_object(tc, wrapper_dir or out_dir.parent, modname)
     lib = out_dir / LIB_NAME
-    os.replace(so, lib)
-    shutil.rmtree(build_dir, ignore_errors=True)
+    _run([tc.cc, *_link_flags(), str(wrapper), "model.o", "-o", LIB_NAME, "-lm"], out_dir,
+         "linking the library failed")
     (out_dir / "weights.bin").unlink()
     (out_dir / "model.o").unlink()
     (out_dir / MANIFEST).write_text(json.dumps({
         "module": modname, "size": lib.stat().st_size, "sha256": sha256_file(lib),
         "compiler": tc.identity, "flags": list(tc.flags)}, indent=1))
     return lib
+
+
+def _run(cmd: list, cwd: Path, what: str) -> None:
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise BuildError(f"{what} (exit {res.returncode}): {' '.join(cmd)}", res.stderr + res.stdout, str(cwd))
+
+
+def _link_flags() -> list[str]:
+    if sys.platform == "darwin":
+        return ["-bundle", "-undefined", "dynamic_lookup", "-fopenmp"]
+    # -Bsymbolic: calls inside a library bind to its own entry points, whatever else is loaded
+    return ["-shared", "-fopenmp", "-Wl,-Bsymbolic"]
+
+
+def _wrapper_object(tc: Toolchain, wrapper_dir: Path, modname: str) -> Path:
+    """cffi's Python wrapper around the four C entry points is the same for every model of one
+    module name: generate it with cffi and compile it once per (cffi, Python, compiler), then
+    link the object into each library. Published atomically like the libraries."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF.format(p="onnxc_"))
+    ffi.set_source(modname, "#include <stdint.h>\n" + CDEF.format(p="onnxc_"))
+    paths = sysconfig.get_paths()
+    includes = sorted({paths["include"], paths["platinclude"]})
+    h = hashlib.sha256("\0".join([cffi.__version__, sys.version, sys.implementation.cache_tag, tc.identity,
+                                   tc.cc, modname, CDEF, *includes]).encode()).hexdigest()[:20]
+    obj = _mkdir(wrapper_dir) / f"cffi-wrapper-{h}.o"
+    if obj.is_file():
+        return obj
+    tmp = Path(tempfile.mkdtemp(prefix="wrapper-", dir=wrapper_dir))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):   # cffi announces the file it writes
+            ffi.emit_c_code(str(tmp / "wrapper.c"))
+        _run([tc.cc, "-fPIC", "-O1", *[f"-I{d}" for d in includes], "-c", "wrapper.c", "-o", "wrapper.o"],
+             tmp, "compiling the cffi wrapper failed")
+        os.replace(tmp / "wrapper.o", obj)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return obj

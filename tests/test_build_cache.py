@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import onnxc
 from onnxc import build, compiler, emit
 from onnxc.errors import BuildError, CompilerNotFound
 
@@ -72,7 +73,7 @@ def session_in_subprocess(model_path, cache, env=None, go=None):
 
 
 def published_entries(cache: Path) -> list[Path]:
-    return [p for p in cache.iterdir() if p.is_dir() and p.name not in ("tmp", "locks")]
+    return [p for p in cache.iterdir() if p.is_dir() and p.name not in ("tmp", "locks", "wrappers")]
 
 
 def test_eight_processes_build_one_model_at_once(tmp_path):
@@ -253,3 +254,21 @@ def test_cache_key_separates_what_changes_the_library():
     assert base != build.cache_key(b"model", {"a": 1}, "1.0", other)
     flags = build.Toolchain(tc.cc, tc.identity, tc.flags + ("-DX",))
     assert base != build.cache_key(b"model", {"a": 1}, "1.0", flags)
+
+
+def test_one_wrapper_object_serves_every_library(tmp_path):
+    """cffi's wrapper is compiled once per cache; libraries of different models link it and
+    load side by side in one process under the one module name."""
+    cache = tmp_path / "cache"
+    sessions = []
+    for k in (2, 5):
+        m = helper.make_model(helper.make_graph(
+            [helper.make_node("Mul", ["x", "x"], ["y"])], f"g{k}",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [k])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [k])]),
+            opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        sessions.append(onnxc.InferenceSession(m.SerializeToString(), cache_dir=str(cache)))
+    assert len(list((cache / "wrappers").glob("cffi-wrapper-*.o"))) == 1
+    for k, s in zip((2, 5), sessions):
+        x = np.arange(k, dtype=np.float32)
+        np.testing.assert_array_equal(s.run(None, {"x": x})[0], x * x)
