@@ -37,14 +37,14 @@ _U64 = ("(({v}) >= 0 && ({v}) < 18446744073709551616.0 ? (uint64_t)({v}) : "
 def compute_type(et: dtypes.ElemType) -> dtypes.ElemType:
     """The plain type a value of ``et`` is held in after onnxc_ld_<et>(): float for float16,
     bfloat16, the 8/4-bit floats; int8/uint8 for the sub-byte integers."""
-    if et.cc == et.c:
+    if et.cc == et.c and et not in dtypes.LOWP:
         return et
     return {"float": dtypes.FLOAT, "int8_t": D["int8"], "uint8_t": D["uint8"]}[et.cc]
 
 
 def load(v: str, et: dtypes.ElemType) -> str:
     """C expression: stored element ``v`` of type ``et`` as its compute type."""
-    return v if et.cc == et.c else f"onnxc_ld_{et.name}({v})"
+    return v if et.cc == et.c and et not in dtypes.LOWP else f"onnxc_ld_{et.name}({v})"
 
 
 def convert(v: str, src: dtypes.ElemType, dst: dtypes.ElemType, saturate: bool = True,
@@ -59,7 +59,7 @@ def convert(v: str, src: dtypes.ElemType, dst: dtypes.ElemType, saturate: bool =
         return f"onnxc_st_{dst.name}_nosat({v})"
     if dst == _E8M0:
         return f"onnxc_f2e8m0((float)({v}), {_ROUND_MODES[round_mode]}, {int(saturate)})"
-    if dst.cc != dst.c:
+    if dst.cc != dst.c or dst in dtypes.LOWP:
         if dst.is_float:
             return f"onnxc_st_{dst.name}({v})"
         # sub-byte integers: the low bits of the value converted as to int32 (as ml_dtypes does)
