@@ -312,6 +312,21 @@ ONNXC_GEMM_INL void onnxc__sgemm_pack(int64_t n, int64_t kc, const float *x, int
         return (s0 + s1) + (s2 + s3);                                                          \
     }
 
+#if defined(ONNXC_GEMM_VEC)
+/* horizontal sum of one vector as a tree (depth log2(VL), not VL dependent adds) */
+ONNXC_GEMM_INL float onnxc__vsum(onnxc_vf v)
+{
+    float t[ONNXC_SGEMM_VL];
+    memcpy(t, &v, sizeof t);
+#pragma GCC unroll 8
+    for (int w = ONNXC_SGEMM_VL / 2; w >= 1; w /= 2)
+#pragma GCC unroll 8
+        for (int l = 0; l < w; ++l)
+            t[l] += t[l + w];
+    return t[0];
+}
+#endif
+
 /* float dot: vector accumulators (gcc does not vectorise a float reduction without -ffast-math) */
 ONNXC_GEMM_INL float onnxc__sgemv_dot(int64_t K, const float *x, int64_t incx, const float *m, int64_t sk)
 {
@@ -344,6 +359,109 @@ ONNXC__DEFINE_DOT(onnxc__dgemv_dot, double)
 ONNXC__DEFINE_GEMV(onnxc__dgemv, double, double, ONNXC__STORE_FP)
 
 ONNXC_GEMM_INL int64_t onnxc__roundup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- few rows (M <= ONNXC_SGEMM_SMALL_M): stream B once, no packing ---------------------- *
+ * Batch-1 layers (Gemm/MatMul/RNN steps) are memory-bound on B: reading it once, in place, beats
+ * packing it. Columns are split over threads. B stored N x K (transB, the usual weight layout):
+ * eight columns at a time, each a vector dot product over k (the four B rows stay in L1 while
+ * every row of A uses them). B stored K x N: vector accumulators over a chunk of columns. */
+#define ONNXC_SGEMM_SMALL_M 8
+#define ONNXC__SMALL_NB 128  /* columns per task */
+
+
+ONNXC_GEMM_INL void onnxc__sgemm_small_tn(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
+                                          const float *A, int64_t ars, const float *B, int64_t bcs,
+                                          float beta, float *C, int64_t ldc)
+{
+    int64_t j = j0;
+#if defined(ONNXC_GEMM_VEC)
+    const int64_t kv = K / ONNXC_SGEMM_VL * ONNXC_SGEMM_VL;
+    for (; j + 8 <= j1; j += 8) {   /* 8 independent FMA chains hide the FMA latency */
+        const float *b = B + j * bcs;
+        for (int64_t i = 0; i < M; ++i) {
+            const float *a = A + i * ars;
+            onnxc_vf acc[8] = {{0}};
+            for (int64_t k = 0; k < kv; k += ONNXC_SGEMM_VL) {
+                const onnxc_vf av = onnxc__vload(a + k);
+#pragma GCC unroll 8
+                for (int q = 0; q < 8; ++q)
+                    acc[q] += av * onnxc__vload(b + q * bcs + k);
+            }
+            /* pairwise tree over the 8 vectors, then each is reduced */
+            float r[8];
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {
+                r[q] = onnxc__vsum(acc[q]);
+                for (int64_t k = kv; k < K; ++k)
+                    r[q] += a[k] * b[q * bcs + k];
+            }
+            float *c = C + i * ldc + j;
+            for (int q = 0; q < 8; ++q)
+                c[q] = beta == 0.0f ? alpha * r[q] : alpha * r[q] + beta * c[q];
+        }
+    }
+#endif
+    for (; j < j1; ++j)
+        for (int64_t i = 0; i < M; ++i) {
+            const float r = onnxc__sgemv_dot(K, A + i * ars, 1, B + j * bcs, 1);
+            float *c = C + i * ldc + j;
+            *c = beta == 0.0f ? alpha * r : alpha * r + beta * *c;
+        }
+}
+
+ONNXC_GEMM_INL void onnxc__sgemm_small_nn(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
+                                          const float *A, int64_t ars, int64_t acs, const float *B,
+                                          int64_t brs, float beta, float *C, int64_t ldc)
+{
+    int64_t j = j0;
+#if defined(ONNXC_GEMM_VEC)
+    enum { NV = 8, W = 8 * ONNXC_SGEMM_VL };
+    for (; j + W <= j1; j += W)
+        for (int64_t i = 0; i < M; ++i) {
+            const float *a = A + i * ars;
+            onnxc_vf s[NV] = {{0}};
+            for (int64_t k = 0; k < K; ++k) {
+                const float av = a[k * acs];
+                const float *b = B + k * brs + j;
+#pragma GCC unroll 8
+                for (int v = 0; v < NV; ++v)
+                    s[v] += av * onnxc__vload(b + v * ONNXC_SGEMM_VL);
+            }
+            float *c = C + i * ldc + j;
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) {
+                float *p = c + v * ONNXC_SGEMM_VL;
+                onnxc__vstore(p, beta == 0.0f ? alpha * s[v] : alpha * s[v] + beta * onnxc__vload(p));
+            }
+        }
+#endif
+    if (j < j1)
+        for (int64_t i = 0; i < M; ++i)
+            onnxc__sgemv(j1 - j, K, alpha, A + i * ars, acs, B + j, brs, 1, beta, C + i * ldc + j, 1, 1);
+}
+
+/* C (M x N, row stride ldc) = alpha * op(A) op(B) + beta * C for M <= ONNXC_SGEMM_SMALL_M;
+ * returns 0 (nothing done) when neither operand layout suits it. */
+ONNXC_GEMM_FN int onnxc__sgemm_small(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                     int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
+                                     float beta, float *C, int64_t ldc, int nt)
+{
+    const int tn = brs == 1 && acs == 1 && M > 1 && M <= 4, nn = bcs == 1;   /* measured: elsewhere the
+                                                                      dots or packing win */
+    if (!tn && !nn)
+        return 0;
+    const int64_t ntask = (N + ONNXC__SMALL_NB - 1) / ONNXC__SMALL_NB;
+    (void)nt;
+#pragma omp parallel for num_threads(nt) if(nt > 1 && (double)M * N * K >= ONNXC_GEMM_PAR_MIN)
+    for (int64_t t = 0; t < ntask; ++t) {
+        const int64_t j0 = t * ONNXC__SMALL_NB, j1 = onnxc__gmin(j0 + ONNXC__SMALL_NB, N);
+        if (tn)
+            onnxc__sgemm_small_tn(M, j0, j1, K, alpha, A, ars, B, bcs, beta, C, ldc);
+        else
+            onnxc__sgemm_small_nn(M, j0, j1, K, alpha, A, ars, acs, B, brs, beta, C, ldc);
+    }
+    return 1;
+}
 
 /* ---- SGEMM --------------------------------------------------------------------------------- */
 ONNXC_GEMM_INL float *onnxc__align64(void *p)
@@ -511,6 +629,8 @@ ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int
                 C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
+    if (M <= ONNXC_SGEMM_SMALL_M && onnxc__sgemm_small(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, nt))
+        return;
     if (M == 1) { /* row vector times matrix: no packing */
         onnxc__sgemv(N, K, alpha, A, acs, B, brs, bcs, beta, C, 1, nt);
         return;

@@ -57,7 +57,8 @@ def gemm_inputs(M, N, K, ta, tb, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("M,N,K", [(37, 53, 300), (67, 131, 600), (1, 77, 129), (45, 1, 70), (2, 2, 1),
-                                   (200, 70, 33), (13, 1600, 40), (49, 512, 300)])
+                                   (200, 70, 33), (13, 1600, 40), (49, 512, 300),
+                                   (3, 133, 70), (8, 70, 515), (5, 64, 16)])
 def test_gemm_trans_combos(dtype, M, N, K):
     """All four transA/transB combinations in one model, alpha/beta and a row-vector C."""
     ins, nodes, outs = {}, [], []
@@ -314,7 +315,8 @@ int main(void)
 {
     static const int64_t shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {37, 1, 300}, {2, 3, 1}, {13, 17, 5}, {100, 77, 513},
         {7, 300, 1000}, {300, 33, 257}, {1030, 70, 20}, {49, 512, 300}, {512, 49, 600}, {25, 1600, 30},
-        {9, 143, 4}, {200, 200, 0}, {64, 3136, 147}};
+        {9, 143, 4}, {200, 200, 0}, {64, 3136, 147}, {8, 199, 517}, {3, 64, 16}, {5, 131, 7},
+        {2, 600, 300}};
     int bad = 0;
     for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
         for (int t = 0; t < 4; ++t)
