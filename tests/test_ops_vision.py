@@ -1,0 +1,49 @@
+"""Vision operators (Col2Im, CenterCropPad, AffineGrid, GridSample, RoiAlign) vs onnx.reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onnx
+
+import onnxc
+from util import check, make_node_model
+
+RNG = np.random.default_rng(7)
+
+
+def _typed(m, elem=1):
+    """Give the graph outputs a type (error tests never reach the reference evaluator)."""
+    for vi in m.graph.output:
+        vi.CopyFrom(onnx.helper.make_tensor_value_info(vi.name, elem, None))
+    return m
+
+
+def _f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ([5, 5], [1, 5], {}),
+    ([6, 7], [2, 3], {"strides": [2, 1], "pads": [1, 0, 1, 2], "dilations": [1, 2]}),
+    ([4, 5, 3], [2, 2, 2], {"strides": [1, 2, 1]}),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_col2im(image, block, attrs, dtype):
+    ns = len(image)
+    st = attrs.get("strides", [1] * ns)
+    pd = attrs.get("pads", [0] * 2 * ns)
+    dl = attrs.get("dilations", [1] * ns)
+    nb = [(image[k] + pd[k] + pd[ns + k] - dl[k] * (block[k] - 1) - 1) // st[k] + 1 for k in range(ns)]
+    x = (RNG.standard_normal((2, 3 * int(np.prod(block)), int(np.prod(nb)))) * 10).astype(dtype)
+    m = make_node_model("Col2Im", {"x": x}, attrs, opset=18,
+                        initializers={"i": np.array(image, np.int64), "b": np.array(block, np.int64)})
+    check(m, {"x": x})
+
+
+def test_col2im_bad_block_count():
+    x = _f32(1, 4, 7)
+    m = make_node_model("Col2Im", {"x": x}, {}, opset=18,
+                        initializers={"i": np.array([3, 3], np.int64), "b": np.array([2, 2], np.int64)})
+    with pytest.raises(Exception, match="number of blocks"):
+        onnxc.InferenceSession(_typed(m).SerializeToString())
