@@ -47,3 +47,25 @@ def test_col2im_bad_block_count():
                         initializers={"i": np.array([3, 3], np.int64), "b": np.array([2, 2], np.int64)})
     with pytest.raises(Exception, match="number of blocks"):
         onnxc.InferenceSession(_typed(m).SerializeToString())
+
+
+@pytest.mark.parametrize("xshape,shape,axes", [
+    ((10, 7, 3), [5, 10, 3], None),
+    ((10, 7, 3), [9, 8], [0, 1]),
+    ((4, 6, 5), [7, 2], [-1, 1]),
+    ((3, 4), [3, 4], None),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16, np.uint8])
+def test_center_crop_pad(xshape, shape, axes, dtype):
+    x = (RNG.standard_normal(xshape) * 10).astype(dtype)
+    attrs = {} if axes is None else {"axes": axes}
+    m = make_node_model("CenterCropPad", {"x": x}, attrs, opset=18,
+                        initializers={"s": np.array(shape, np.int64)})
+    check(m, {"x": x})
+
+
+def test_center_crop_pad_runtime_shape_not_supported():
+    x = _f32(4, 4)
+    m = make_node_model("CenterCropPad", {"x": x, "s": np.array([2, 2], np.int64)}, {}, opset=18)
+    with pytest.raises(Exception, match="compile time"):
+        onnxc.InferenceSession(_typed(m).SerializeToString())
