@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import onnx
+from onnx.reference import ReferenceEvaluator
 
 import onnxc
 from util import check, make_node_model
@@ -69,3 +70,21 @@ def test_center_crop_pad_runtime_shape_not_supported():
     m = make_node_model("CenterCropPad", {"x": x, "s": np.array([2, 2], np.int64)}, {}, opset=18)
     with pytest.raises(Exception, match="compile time"):
         onnxc.InferenceSession(_typed(m).SerializeToString())
+
+
+@pytest.mark.parametrize("size", [[2, 3, 5, 6], [1, 1, 1, 4], [2, 2, 3, 4, 5], [1, 1, 1, 1, 2]])
+@pytest.mark.parametrize("ac", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_affine_grid(size, ac, dtype):
+    nd = len(size) - 2
+    theta = RNG.standard_normal((size[0], nd, nd + 1)).astype(dtype)
+    m = make_node_model("AffineGrid", {"t": theta}, {"align_corners": ac}, opset=20,
+                        initializers={"s": np.array(size, np.int64)})
+    if dtype == np.float32:
+        check(m, {"t": theta}, rtol=1e-5, atol=1e-5)
+        return
+    # onnx.reference casts its AffineGrid result to float32 whatever theta's type: compare values
+    ref = ReferenceEvaluator(m).run(None, {"t": theta})[0]
+    got = onnxc.InferenceSession(_typed(m, onnx.TensorProto.DOUBLE).SerializeToString()).run(None, {"t": theta})[0]
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
