@@ -144,3 +144,6 @@ static inline uint16_t onnxc_f2bf(float f)
 #define onnxc_ld_bool(x) (x)
 #define onnxc_st_bool(x) ((uint8_t)((x) != 0))
 #endif
+
+/* the small float and sub-byte integer types (float8, float4, int4, int2): their ld/st macros */
+#include "onnxc_lowp.h"
