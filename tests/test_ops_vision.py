@@ -88,3 +88,45 @@ def test_affine_grid(size, ac, dtype):
     got = onnxc.InferenceSession(_typed(m, onnx.TensorProto.DOUBLE).SerializeToString()).run(None, {"t": theta})[0]
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+GS16 = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("ac", [0, 1])
+@pytest.mark.parametrize("opset,xshape,gshape", [
+    (16, (2, 3, 5, 6), (2, 4, 7, 2)),
+    (20, (2, 3, 5, 6), (2, 4, 7, 2)),
+    (20, (1, 2, 4, 3, 5), (1, 3, 2, 4, 3)),
+    (22, (2, 2, 6), (2, 5, 1)),
+])
+def test_grid_sample(mode, pad, ac, opset, xshape, gshape):
+    x = _f32(*xshape)
+    grid = (RNG.uniform(-1.6, 1.6, gshape)).astype(np.float32)
+    attrs = {"mode": mode, "padding_mode": pad, "align_corners": ac}
+    m = make_node_model("GridSample", {"x": x, "g": grid}, attrs, opset=max(opset, 20))
+    if opset >= 20:
+        check(m, {"x": x, "g": grid}, rtol=1e-4, atol=1e-5)
+        return
+    # onnx.reference knows only the opset-20 mode names; opset 16 computes the same thing
+    ref = ReferenceEvaluator(m).run(None, {"x": x, "g": grid})[0]
+    m16 = make_node_model("GridSample", {"x": x, "g": grid}, {**attrs, "mode": GS16[mode]}, opset=16)
+    got = onnxc.InferenceSession(_typed(m16).SerializeToString()).run(None, {"x": x, "g": grid})[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_grid_sample_double_and_exact_points():
+    x = RNG.standard_normal((1, 2, 4, 4))
+    grid = np.array([[[[-1, -1], [1, 1], [0, 0], [-0.5, 0.5], [0.25, -0.75], [3, -3]]]], np.float64)
+    for mode in ("nearest", "linear", "cubic"):
+        m = make_node_model("GridSample", {"x": x, "g": grid}, {"mode": mode}, opset=20)
+        check(m, {"x": x, "g": grid}, rtol=1e-6, atol=1e-7)
+
+
+def test_grid_sample_bad_mode():
+    m = make_node_model("GridSample", {"x": _f32(1, 1, 2, 2), "g": _f32(1, 1, 1, 2)}, {"mode": "linear"},
+                        opset=16)
+    with pytest.raises(Exception, match="mode"):
+        onnxc.InferenceSession(_typed(m).SerializeToString())
