@@ -130,3 +130,45 @@ def test_grid_sample_bad_mode():
                         opset=16)
     with pytest.raises(Exception, match="mode"):
         onnxc.InferenceSession(_typed(m).SerializeToString())
+
+
+def _rois(n, h, w, scale):
+    x0 = RNG.uniform(-2, w / scale, n)
+    y0 = RNG.uniform(-2, h / scale, n)
+    return np.stack([x0, y0, x0 + RNG.uniform(0, w / scale, n), y0 + RNG.uniform(0, h / scale, n)],
+                    1).astype(np.float32)
+
+
+@pytest.mark.parametrize("opset", [10, 16, 22])
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("sr,scale", [(0, 1.0), (2, 0.5), (0, 0.25)])
+def test_roi_align(opset, mode, ctm, sr, scale):
+    x = _f32(2, 3, 10, 12)
+    rois = _rois(5, 10, 12, scale)
+    bi = np.array([0, 1, 1, 0, 1], np.int64)
+    attrs = {"mode": mode, "sampling_ratio": sr, "spatial_scale": scale, "output_height": 3,
+             "output_width": 4}
+    feeds = {"x": x, "rois": rois, "bi": bi}
+    if opset >= 16:
+        m = make_node_model("RoiAlign", feeds, {**attrs, "coordinate_transformation_mode": ctm}, opset=opset)
+        check(m, feeds, rtol=1e-4, atol=1e-5)
+        return
+    if ctm == "half_pixel":
+        pytest.skip("opset 10 has output_half_pixel only")
+    # opset 10 is output_half_pixel (onnxruntime too); onnx.reference applies opset 16's default
+    ref = ReferenceEvaluator(make_node_model("RoiAlign", feeds, {**attrs, "coordinate_transformation_mode": ctm},
+                                             opset=16)).run(None, feeds)[0]
+    m = _typed(make_node_model("RoiAlign", feeds, attrs, opset=10))
+    got = onnxc.InferenceSession(m.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_roi_align_batch_index_out_of_range():
+    x = _f32(1, 1, 4, 4)
+    rois = np.array([[0, 0, 2, 2]], np.float32)
+    m = _typed(make_node_model("RoiAlign", {"x": x, "rois": rois, "bi": np.zeros(1, np.int64)}, {}, opset=16))
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    sess.run(None, {"x": x, "rois": rois, "bi": np.zeros(1, np.int64)})
+    with pytest.raises(Exception, match="(?i)index|range"):
+        sess.run(None, {"x": x, "rois": rois, "bi": np.array([1], np.int64)})

@@ -246,6 +246,8 @@ class RoiAlign(OpSpec):
             raise fail(node, "input rois must be (num_rois, 4)")
         if bi.rank != 1:
             raise fail(node, "input batch_indices must be 1-D")
+        if isinstance(bi.shape[0], int) and isinstance(rois.shape[0], int) and bi.shape[0] != rois.shape[0]:
+            raise fail(node, f"rois has {rois.shape[0]} rows but batch_indices {bi.shape[0]}")
         mode = attr_enum(node, "mode", ("avg", "max"))
         ctm = "output_half_pixel"
         if node.opset >= 16:
