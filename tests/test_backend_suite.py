@@ -62,6 +62,11 @@ backend_test = onnx.backend.test.BackendTest(_Backend, __name__)
 for _t in load_model_tests(kind="node"):
     if _t.model is not None and _implemented(_t.model):
         backend_test.include(rf"^{re.escape(_t.name)}_cpu$")
+# the model kinds: stored models (simple, pytorch-converted, pytorch-operator) and the light
+# real-architecture models; the suite asks onnxc.backend.is_compatible for these itself
+for _kind in ("simple", "pytorch-converted", "pytorch-operator", "real"):
+    for _t in load_model_tests(kind=_kind):
+        backend_test.include(rf"^{re.escape(_t.name)}_cpu$")
 for _pattern in EXCLUDE:
     backend_test.exclude(_pattern)
 

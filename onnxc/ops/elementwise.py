@@ -238,8 +238,11 @@ class Elementwise(OpSpec):
 
     def infer(self, node):
         types = schema_types(node)
-        ins = [v for v in node.inputs if v is not None]
-        return [(types[0], broadcast(node, [v.shape for v in ins]))]
+        return [(types[0], broadcast(node, self.operand_shapes(node)))]
+
+    def operand_shapes(self, node) -> list:
+        """The shapes that broadcast together, in operand order."""
+        return [node.inputs[i].shape for i in self.operands(node)]
 
     def rule(self, node, k: K) -> str:
         return self.expr(k) if callable(self.expr) else self.expr
@@ -251,7 +254,7 @@ class Elementwise(OpSpec):
         ins = [node.inputs[i] for i in self.operands(node)]
         out = node.outputs[0]
         k = K(node, ins[-1].etype if self.raw else ins[0].etype)
-        p = {**loop_params(out.shape, [v.shape for v in ins]), "expr": c_math(self.rule(node, k), k.cc),
+        p = {**loop_params(out.shape, self.operand_shapes(node)), "expr": c_math(self.rule(node, k), k.cc),
              "operands": self.operands(node), "raw": self.raw, "store": None}
         if k.f64 and not out.etype.is_float:
             # a float64 result (Pow int**float, Shrink on ints) -> integer: numpy's guarded cast
@@ -278,6 +281,13 @@ class Variadic(Elementwise):
 
 class PReluSpec(Elementwise):
     """PRelu: slope broadcasts to X's shape (unidirectionally)."""
+
+    def operand_shapes(self, node) -> list:
+        x, slope = node.inputs[0], node.inputs[1]
+        if node.opset < 7 and slope.rank == 1 and x.rank >= 2 and slope.shape[0] == x.shape[1] != 1:
+            # before opset 7 a 1-D slope is per channel (axis 1), not numpy-broadcast
+            return [x.shape, (slope.shape[0],) + (1,) * (x.rank - 2)]
+        return super().operand_shapes(node)
 
     def infer(self, node):
         (et, shape), = super().infer(node)
