@@ -172,3 +172,17 @@ def test_roi_align_batch_index_out_of_range():
     sess.run(None, {"x": x, "rois": rois, "bi": np.zeros(1, np.int64)})
     with pytest.raises(Exception, match="(?i)index|range"):
         sess.run(None, {"x": x, "rois": rois, "bi": np.array([1], np.int64)})
+
+
+def test_roi_align_dynamic_rois_and_float16_grid_sample():
+    x = _f32(2, 3, 8, 8)
+    rois = _rois(4, 8, 8, 1.0)
+    bi = np.array([1, 0, 1, 1], np.int64)
+    feeds = {"x": x, "rois": rois, "bi": bi}
+    m = make_node_model("RoiAlign", feeds, {"output_height": 2, "output_width": 2}, opset=16,
+                        input_shapes={"x": ("N", 3, 8, 8), "rois": ("R", 4), "bi": ("R",)})
+    check(m, feeds, rtol=1e-4, atol=1e-5)
+    xh = _f32(1, 2, 5, 5).astype(np.float16)
+    gh = RNG.uniform(-1.2, 1.2, (1, 3, 4, 2)).astype(np.float16)
+    m = make_node_model("GridSample", {"x": xh, "g": gh}, {"mode": "linear"}, opset=22)
+    check(m, {"x": xh, "g": gh}, rtol=1e-2, atol=1e-2)
