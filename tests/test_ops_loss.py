@@ -174,3 +174,17 @@ def test_loss_bad_reduction_and_shapes():
     m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", TensorProto.FLOAT, ()))
     with pytest.raises((onnxc.InvalidGraph, onnxc.InvalidArgument, onnxc.Fail)):
         onnxc.InferenceSession(m.SerializeToString())
+
+
+@pytest.mark.parametrize("shape", [(3, 37), (2, 40, 1), (2, 5, 130), (1, 3, 9, 15)])
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+def test_sce_blocks_and_nonfinite(shape, reduction):
+    """Rows longer than the unroll, D spanning several lane blocks, NaN and inf scores."""
+    x = scores(shape)
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, 3)] = np.nan
+    flat[rng.integers(0, flat.size, 2)] = -np.inf
+    t = targets((shape[0],) + shape[2:], shape[1], ignore=3)
+    m = model(SCE, x, t, n_outputs=2, reduction=reduction, ignore_index=3)
+    with np.errstate(all="ignore"):
+        check(m, {"x": x, "t": t}, rtol=1e-5, atol=1e-5)

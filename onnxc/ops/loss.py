@@ -15,6 +15,8 @@ from .common import attr_enum, fail, schema_types
 from .registry import OpSpec, register
 
 REDUCTIONS = ("none", "sum", "mean")
+LANES = 64    # SCE: consecutive d handled together when D > 1
+UNROLL = 16   # SCE: partial max/sum accumulators along a contiguous row (D == 1)
 
 
 class _Loss(OpSpec):
@@ -65,7 +67,7 @@ class _Loss(OpSpec):
         return {"n": x.shape[0], "ignore_c": ignore_c, "softmax": self.softmax, "c": x.shape[1], "d": product(x.shape[2:]), "reduction": red,
                 "ignore": ii, "has_weight": w is not None, "checks": checks,
                 "log_prob": len(node.outputs) > 1 and node.outputs[1] is not None,
-                "exp": "exp" + f, "log": "log" + f, "work": product(x.shape)}
+                "exp": "exp" + f, "lanes": LANES, "unroll": UNROLL, "log": "log" + f, "work": product(x.shape)}
 
 
 @register
