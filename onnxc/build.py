@@ -77,7 +77,8 @@ def _identity(cc: str) -> str:
 def toolchain(portable: bool = False, debug: bool = False) -> Toolchain:
     cc = find_compiler()
     flags = ["-std=c99", "-fPIC", "-fopenmp", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast",
-             "-Wall", "-Wno-unused-variable", "-Wno-unused-but-set-variable"]
+             "-Wall", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
+             "-Werror=implicit-function-declaration"]
     flags += ["-O0", "-g"] if debug else ["-O3"]
     flags += ["-mtune=generic"] if portable else ["-march=native"]
     return Toolchain(cc, _identity(cc), tuple(flags))

@@ -16,7 +16,7 @@ from ..passes import PRIVATE_DOMAIN
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import dim_repr, product
 from .common import attr_enum, attr_ints, fail
-from .gemm import (check_type, epilogue, gemm_kernel, residual_inplace, sgemm_work_bytes,
+from .gemm import (EPILOGUE_HEADERS, check_type, epilogue, gemm_kernel, residual_inplace, sgemm_work_bytes,
                    sgemm_wpack_bytes)
 from .registry import OpSpec, register
 
@@ -181,6 +181,7 @@ class FusedConv(Conv):
     Y = act(conv(X, W) + B + Z), applied to each chunk of output pixels right after its GEMM."""
     op_type = "FusedConv"
     domain = PRIVATE_DOMAIN
+    headers = Conv.headers + EPILOGUE_HEADERS
 
     def inplace(self, node):
         if self.params(node)["kind"] == "depthwise":   # writes a row before reading its residual

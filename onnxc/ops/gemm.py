@@ -49,6 +49,10 @@ def c_float(x: float, ct: str) -> str:
     return f"{lit}f" if ct == "float" else lit
 
 
+# a fused activation is an elementwise op's C expression: it needs that op's headers too
+EPILOGUE_HEADERS = ("onnxc_math.h", "onnxc_vmath.h")
+
+
 def epilogue(node) -> dict:
     """What a fused node (passes/fuse_epilogue.py) applies after its product: the residual
     (input 3) and the activation as a C expression over `v` ("" when none)."""
@@ -240,6 +244,7 @@ class FusedGemm(Gemm):
     """Gemm + [residual Add] + [activation] (passes/fuse_epilogue.py): inputs A, B, C, Z."""
     op_type = "FusedGemm"
     domain = _private_domain()
+    headers = Gemm.headers + EPILOGUE_HEADERS
 
     def inplace(self, node):
         if node.input(3) is not None:
@@ -253,6 +258,7 @@ class FusedMatMul(MatMul):
     (passes/fuse_epilogue.py): inputs A, B, bias, Z."""
     op_type = "FusedMatMul"
     domain = _private_domain()
+    headers = MatMul.headers + EPILOGUE_HEADERS
 
     def inplace(self, node):
         return residual_inplace(node, node.inputs[:3])
