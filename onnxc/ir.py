@@ -130,7 +130,11 @@ def from_model(model: onnx.ModelProto) -> Graph:
         v.const = arr
         v.etype = dtypes.from_onnx(t.data_type, f" (initializer {t.name!r})")
         v.shape = tuple(int(d) for d in arr.shape)
-    for vi in g.input:
+    # Before IR 4 every initializer had to be listed as a graph input; like onnxruntime, only
+    # from IR 4 on does that make it overridable -- earlier, it is simply a constant.
+    if model.ir_version < 4:
+        graph.declared_inputs = [vi for vi in g.input if vi.name not in inits]
+    for vi in graph.declared_inputs:
         v = value(vi.name)
         v.is_input = True
         (graph.overridable if vi.name in inits else graph.inputs).append(v)
