@@ -30,8 +30,9 @@ CDEF = """
 const char *{p}meta_json(void);
 int64_t {p}arena_bytes(const int64_t *dims);
 void {p}output_shapes(const int64_t *dims, int64_t *shapes);
-int {p}run(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena, int num_threads);
-int {p}run_profiled(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena,
+int {p}resolve(void *const *inputs, int64_t *dims);
+int {p}run(void *const *inputs, void *const *outputs, int64_t *dims, void *arena, int num_threads);
+int {p}run_profiled(void *const *inputs, void *const *outputs, int64_t *dims, void *arena,
                     int num_threads, int64_t *node_ns);
 """
 

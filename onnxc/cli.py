@@ -283,14 +283,19 @@ const char *onnxc_meta_json(void);
 int64_t onnxc_arena_bytes(const int64_t *dims);
 /* The output shapes for these dimension values, all outputs' dims one after another. */
 void onnxc_output_shapes(const int64_t *dims, int64_t *shapes);
+/* Models whose dims follow from input data (meta_json "symbols" beyond "input_symbols"): call
+ * before arena_bytes/output_shapes, with the input symbols set; completes dims. Returns 0 or an
+ * error code (as onnxc_run). Dims listed in "run_symbols" are set to their upper bound: size the
+ * outputs with it, and read output_shapes again after the run, which writes their values. */
+int onnxc_resolve(void *const *inputs, int64_t *dims);
 /* Run once. inputs: graph inputs then overridable initializers (NULL = built-in); outputs:
  * caller-allocated contiguous buffers; num_threads is used only when built with OpenMP.
  * Returns 0 on success. */
-int onnxc_run(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena,
+int onnxc_run(void *const *inputs, void *const *outputs, int64_t *dims, void *arena,
               int num_threads);
 /* onnxc_run, also writing each node's start and end time (ns) into node_ns[2 * node] when the
  * model was built with profiling (SessionOptions.enable_profiling); node_ns may be NULL. */
-int onnxc_run_profiled(void *const *inputs, void *const *outputs, const int64_t *dims, void *arena,
+int onnxc_run_profiled(void *const *inputs, void *const *outputs, int64_t *dims, void *arena,
                        int num_threads, int64_t *node_ns);
 
 #ifdef __cplusplus

@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-from . import cstring, symbolic
+from . import cstring, dynamic, symbolic
 from .ir import Graph, Value
 from .ops import lookup
 from .planner import MemoryPlan
@@ -48,7 +48,7 @@ class Sources:
     headers: list[str]
 
 
-def symbol_order(graph: Graph) -> list[str]:
+def input_symbols(graph: Graph) -> list[str]:
     """The symbols the caller supplies, in order of first appearance in the inputs."""
     out: list[str] = []
     for v in graph.inputs + graph.overridable:
@@ -57,6 +57,11 @@ def symbol_order(graph: Graph) -> list[str]:
                 if s not in out:
                     out.append(s)
     return out
+
+
+def symbol_order(graph: Graph) -> list[str]:
+    """The C dims array: the input symbols, then the run-time dims (onnxc.dynamic) in node order."""
+    return input_symbols(graph) + [d.name for d in dynamic.data_symbols(graph.nodes)]
 
 
 def _display_dim(d: Dim):
@@ -98,6 +103,11 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
     refs: dict[int, TensorRef] = {}
     used = {v.id: v for n in graph.nodes for v in n.inputs + n.outputs if v is not None}
     used.update({v.id: v for v in graph.outputs})
+    dsyms = dynamic.data_symbols(graph.nodes)
+    for d in dsyms:    # values onnxc_resolve reads
+        if d.block is not None:
+            used.update({x.id: x for x in d.block.ins})
+    decl_of: dict[int, str] = {}
     for vid in sorted(used):
         v = used[vid]
         kind = plan.storage[v.id]
@@ -114,7 +124,8 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         else:
             expr, const = f"(A + {c(kind[1])})", False
         q = "const " if const and not ct.startswith("const ") else ""   # strings: const char *
-        decls.append(f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});")
+        decl_of[v.id] = f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});"
+        decls.append(decl_of[v.id])
         refs[v.id] = TensorRef(v.cname, ct, [c(d) for d in v.shape], c(product(v.shape)), len(v.shape),
                                v.etype.name, v.etype.cc)
 
@@ -136,8 +147,21 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
             "scratch": f"(A + {c(plan.scratch[node.index])})" if node.index in plan.scratch else "NULL",
         }
         body = env.get_template(f"ops/{spec.template}").render(ctx)
-        blocks.append({"idx": node.index, "op": spec.op_type, "body": body})
+        blocks.append({"idx": node.index, "op": spec.op_type, "body": body,
+                       "set_dims": [syms.index(d.name) for d in node.dyn if d.kind == "run"]})
 
+    resolve = []
+    for b in dict.fromkeys(d.block for d in dsyms if d.block is not None):
+        for x in b.ins:
+            if plan.storage[x.id][0] not in ("input", "overridable", "weight"):
+                raise AssertionError(f"onnxc_resolve cannot read {x.describe()}")
+        body = env.get_template(f"resolve/{b.template}").render(
+            ins=[refs[x.id] for x in b.ins], v=[names[d.name] for d in b.syms], p=b.params)
+        resolve.append({"idx": b.syms[0].node.index, "op": b.syms[0].node.op_type,
+                        "decls": [decl_of[x.id] for x in dict.fromkeys(b.ins)], "body": body,
+                        "syms": [syms.index(d.name) for d in b.syms]})
+    run_syms = [{"k": syms.index(d.name), "bound": c(d.bound), "idx": d.node.index}
+                for d in dsyms if d.kind == "run"]
     copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}
               for v, j in plan.copies]
     meta = _meta(graph, plan, syms, op_counts, version)
@@ -150,6 +174,9 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         "version": version,
         "headers": headers,
         "syms": syms,
+        "n_input_syms": len(syms) - len(dsyms),
+        "resolve": resolve,
+        "run_syms": run_syms,
         "decls": decls,
         "blocks": blocks,
         "copies": copies,
@@ -200,6 +227,8 @@ def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: s
     m.update({
         "onnxc_version": version,
         "symbols": syms,
+        "input_symbols": len(syms) - len(dynamic.data_symbols(graph.nodes)),
+        "run_symbols": [syms.index(d.name) for d in dynamic.data_symbols(graph.nodes) if d.kind == "run"],
         "inputs": [io(v, decl_in.get(v.name)) for v in graph.inputs],
         "overridable": [io(v, decl_in.get(v.name)) for v in graph.overridable],
         "outputs": [io(v, vi) for v, vi in zip(graph.outputs, graph.declared_outputs)],

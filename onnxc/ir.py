@@ -55,6 +55,7 @@ class Node:
     inputs: list[Value | None]
     outputs: list[Value | None]
     proto: onnx.NodeProto
+    dyn: list = field(default_factory=list)   # run-time dims this node defines (dynamic.DataSym)
 
     def describe(self) -> str:
         dom = f"{self.domain}." if self.domain else ""

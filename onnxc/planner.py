@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from .dynamic import run_bounds
 from .ir import Graph, Node, Value
-from .symbolic import Dim, align_up, dmax, evaluate, product, provably_le
+from .symbolic import Dim, align_up, dmax, evaluate, product, provably_le, substitute
 
 ALIGN = 64
 
@@ -63,8 +64,10 @@ class MemoryPlan:
         return evaluate(self.arena_bytes, env)
 
 
-def nbytes(v: Value) -> Dim:
-    return product(v.shape) * v.etype.itemsize
+def nbytes(v: Value, bounds: Mapping[str, Dim] | None = None) -> Dim:
+    """Bytes of v; dims assigned while the model runs count at their upper bound."""
+    size = product(v.shape) * v.etype.itemsize
+    return substitute(size, bounds) if bounds else size
 
 
 class _Groups:
@@ -85,6 +88,7 @@ class _Groups:
 
 
 def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, int] | None = None) -> MemoryPlan:
+    bounds = run_bounds(graph.nodes)
     g = _Groups()
     members: dict[int, list[Value]] = {}
     for v in graph.values:
@@ -139,7 +143,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
                 continue
             if any(m.is_output for m in members[rx]) or last_use(rx) != node.index:
                 continue
-            if nbytes(x) != nbytes(y):
+            if nbytes(x, bounds) != nbytes(y, bounds) or (bounds and nbytes(x) != nbytes(y)):
                 continue
             merge(x, y)
             break
@@ -150,7 +154,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
     for root, mem in members.items():
         kind = g.kind[g.find(root)]
         if kind[0] == "arena":
-            size = align_up(nbytes(mem[0]), ALIGN)  # members share one byte size
+            size = align_up(nbytes(mem[0], bounds), ALIGN)  # members share one byte size
             start = min(m.producer.index for m in mem if m.producer is not None)
             end = max(start, last_use(root))
             b = Block(f"g{root}", size, start, end)
@@ -159,7 +163,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         for m in mem:
             storage[m.id] = kind
     for idx, size in scratch_sizes.items():
-        blocks.append(Block(f"s{idx}", align_up(size, ALIGN), idx, idx))
+        blocks.append(Block(f"s{idx}", align_up(substitute(size, bounds), ALIGN), idx, idx))
 
     hint = dict(hint or {})
     for b in blocks:

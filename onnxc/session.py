@@ -126,6 +126,9 @@ class InferenceSession:
         self._n_required = n_req
         self._sym_specs = [s for s in self._specs if s.shape is None]
         self._nsyms = len(syms)
+        self._n_input_syms = m.get("input_symbols", len(syms))
+        self._dynamic = self._n_input_syms < len(syms)      # dims that follow from input data
+        self._run_syms = tuple(m.get("run_symbols", ()))    # ... some only known after the run
         self._out_index = {d["name"]: j for j, d in enumerate(lib.outputs)}
         self._out_et = [dtypes.from_onnx(d["onnx_type"], strings=True) for d in lib.outputs]
         self._out_np = [et.np for et in self._out_et]
@@ -458,7 +461,7 @@ class InferenceSession:
     def _dims(self, shapes: list) -> tuple:
         """Check the shapes of the symbolic inputs and bind the symbols. ``shapes``: per C input
         its shape tuple, or the array itself, or None."""
-        vals = [None] * self._nsyms
+        vals = [None] * self._n_input_syms
         for s in self._sym_specs:
             shp = shapes[s.index]
             if shp is None:
@@ -497,14 +500,7 @@ class InferenceSession:
             return plan
         ffi, lib = self._ffi, self._clib
         cd = ffi.new("int64_t[]", list(dims) or [0])
-        n = sum(self._out_ranks)
-        buf = ffi.new("int64_t[]", max(n, 1))
-        lib.onnxc_output_shapes(cd, buf)
-        flat = list(buf)[:n]
-        shapes, pos = [], 0
-        for r in self._out_ranks:
-            shapes.append(tuple(flat[pos:pos + r]))
-            pos += r
+        shapes = self._output_shapes(cd)
         for j, shp in enumerate(shapes):
             if any(x < 0 for x in shp):
                 raise InvalidArgument(f"output {self._outputs[j].name!r} would have negative dims {shp} "
@@ -520,19 +516,49 @@ class InferenceSession:
 
     def _execute(self, arrays: list) -> list:
         """The run() path: arrays are C-contiguous numpy arrays (or None); returns new outputs."""
-        plan = self._static_plan
-        if plan is None:
-            plan = self._plan(self._dims(arrays))
-        empty = np.empty
-        outs = [empty(shp, dt) for shp, dt in plan[3]]
         fb = self._fb
         if self._no_optional:
             ins = list(map(fb, arrays))
         else:
             null = self._null
             ins = [null if a is None else fb(a) for a in arrays]
+        if self._dynamic:
+            return self._execute_dynamic(ins, self._dims(arrays))
+        plan = self._static_plan
+        if plan is None:
+            plan = self._plan(self._dims(arrays))
+        empty = np.empty
+        outs = [empty(shp, dt) for shp, dt in plan[3]]
         self._invoke(ins, list(map(fb, outs)), plan[2], plan[1])
         return outs
+
+    def _resolve(self, ins: list, input_dims: tuple):
+        """The complete dims for this input data (onnxc.dynamic): a fresh C array."""
+        cd = self._ffi.new("int64_t[]", list(input_dims) + [0] * (self._nsyms - len(input_dims)) or [0])
+        rc = self._clib.onnxc_resolve(ins, cd)
+        if rc != 0:
+            raise self._lib.run_error(rc)
+        return cd
+
+    def _execute_dynamic(self, ins: list, input_dims: tuple) -> list:
+        cd = self._resolve(ins, input_dims)
+        shapes, need, _, pairs = self._plan(tuple(cd[0:self._nsyms]))
+        outs = [np.empty(shp, dt) for shp, dt in pairs]
+        self._invoke(ins, [self._fb(o) for o in outs], cd, need)
+        if self._run_syms:   # outputs were sized for the bounds: the run wrote the actual dims
+            outs = [_prefix(o, shp) for o, shp in zip(outs, self._output_shapes(cd))]
+        return outs
+
+    def _output_shapes(self, cd) -> list[tuple]:
+        n = sum(self._out_ranks)
+        buf = self._ffi.new("int64_t[]", max(n, 1))
+        self._clib.onnxc_output_shapes(cd, buf)
+        flat = list(buf)[:n]
+        shapes, pos = [], 0
+        for r in self._out_ranks:
+            shapes.append(tuple(flat[pos:pos + r]))
+            pos += r
+        return shapes
 
     def _call(self, inputs: list, outputs: list, cdims, need: int) -> None:
         """inputs/outputs: numpy arrays (C-contiguous), ints (raw addresses) or None (absent
@@ -593,7 +619,11 @@ class InferenceSession:
         missing = [s.name for s in self._specs[:self._n_required] if ins[s.index] is None]
         if missing:
             raise InvalidArgument(f"Missing Input: {', '.join(missing)}")
-        out_shapes, need, cd, _ = self._plan(self._dims(shapes)) if self._nsyms else self._static_plan
+        if self._dynamic:   # dims follow from the bound data: resolved for every run, never cached
+            cd = self._resolve(self._pointers(ins), self._dims(shapes))
+            out_shapes, need, _, _ = self._plan(tuple(cd[0:self._nsyms]))
+        else:
+            out_shapes, need, cd, _ = self._plan(self._dims(shapes)) if self._nsyms else self._static_plan
         outs: list = [None] * len(out_shapes)
         results: dict[str, OrtValue] = {}
         for name, bound in b._outputs.items():
@@ -602,6 +632,9 @@ class InferenceSession:
                 raise InvalidArgument(f"Invalid output name: {name}")
             shp, et = out_shapes[j], self._out_et[j]
             if isinstance(bound, OrtValue):
+                if self._run_syms:
+                    raise OrtNotImplemented(f"output {name!r}: this model's output shapes are known only "
+                                            "after the run; bind it to a device (bind_output) instead")
                 if bound._etype.onnx != et.onnx:
                     raise InvalidArgument(f"Unexpected output data type. Actual: ({bound._etype.ort}) , "
                                           f"expected: ({et.ort})")
@@ -627,8 +660,19 @@ class InferenceSession:
                 outs[j] = np.empty(shp, self._out_np[j])
         c_ins, c_outs = self._pointers(ins), self._pointers(outs)   # hold the buffers too
         self._invoke(c_ins, c_outs, cd, need)
+        if self._run_syms:
+            for name, shp in zip(list(results), [self._output_shapes(cd)[self._out_index[n]] for n in results]):
+                val = results[name]
+                if tuple(val._shape) != shp:
+                    results[name] = OrtValue._wrap(_prefix(val._array, shp), self._out_et[self._out_index[name]])
         b._results = results
-        b._prepared = (self, c_ins, c_outs, cd, need, results)
+        b._prepared = None if self._dynamic else (self, c_ins, c_outs, cd, need, results)
+
+
+def _prefix(a: np.ndarray, shape: tuple) -> np.ndarray:
+    """The leading elements of a (sized for an upper bound) as an array of the actual shape."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return a.reshape(-1)[:n].reshape(shape) if a.shape != shape else a
 
 
 def _check_shape(s: _In, shape) -> None:

@@ -300,3 +300,23 @@ def align_up(d: Dim, alignment: int) -> Dim:
 
 def dim_repr(d: Dim) -> str:
     return str(d) if isinstance(d, int) else repr(d)
+
+
+def substitute(d: Dim, values: Mapping[str, Dim]) -> Dim:
+    """d with the named symbols replaced (inside floordiv/max/... atoms too)."""
+    if isinstance(d, int) or not (d.symbols() & values.keys()):
+        return d
+    out: Dim = 0
+    for m, c in d.terms.items():
+        term: Dim = c
+        for a in m:
+            term = term * _subs_atom(a, values)
+        out = out + term
+    return out
+
+
+def _subs_atom(a: tuple, values: Mapping[str, Dim]) -> Dim:
+    if a[0] == "sym":
+        return values.get(a[1], Expr._atom(a))
+    x, y = (substitute(v, values) for v in a[1:])
+    return {"floordiv": floordiv, "mod": mod, "max": dmax, "min": dmin}[a[0]](x, y)

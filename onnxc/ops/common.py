@@ -186,3 +186,24 @@ def schema_types(node: Node) -> list[dtypes.ElemType]:
         else:
             raise fail(node, f"cannot tell the element type of output {param}")
     return out
+
+
+def data_input(node: Node, i: int, what: str):
+    """Input i's contents when known at compile time (numpy array), else the Value itself when
+    the caller passes it (a graph input: onnxc_resolve reads it before the run, see
+    onnxc.dynamic), else NotImplemented. A Value returned has a static rank-1 (or scalar) shape."""
+    from ..dynamic import readable_before_run
+    v = node.input(i)
+    if v is None:
+        return None
+    value = known(v)
+    if value is not None:
+        return value
+    if not readable_before_run(v):
+        raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be an initializer, a "
+                                "graph input, or computed from initializers; values computed from "
+                                "other data at run time come later")
+    if any(not isinstance(d, int) for d in v.shape):
+        raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) needs a static shape, got "
+                                f"({', '.join(dim_repr(d) for d in v.shape)})")
+    return v

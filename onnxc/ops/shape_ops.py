@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .. import dynamic
+from ..ir import Value
 from ..symbolic import Dim, dim_repr, dmax, floordiv, product
-from .common import attr_ints, const_input, fail, norm_axis
+from .common import attr_ints, const_input, data_input, fail, norm_axis
 from .registry import OpSpec, register
 
 
@@ -89,7 +91,9 @@ class Reshape(_View):
         else:
             if node.input(1) is None:
                 raise fail(node, "input 1 (shape) is missing")
-            arr = const_input(node, 1, "shape")
+            arr = data_input(node, 1, "shape")
+            if isinstance(arr, Value):
+                return self._from_data(node, arr)
             if arr.ndim != 1:
                 raise fail(node, f"input 1 (shape) must be 1-D, got {arr.ndim}-D")
             target = [int(v) for v in arr.tolist()]
@@ -115,6 +119,19 @@ class Reshape(_View):
             k = out.index(None)
             out[k] = _quotient(node, list(x.shape), [d for d in out if d is not None])
         return self._same(node, out)
+
+
+    def _from_data(self, node, shape_input):
+        """Target shape the caller passes: dims resolved from its data before the run."""
+        x = node.inputs[0]
+        if shape_input.rank != 1 or shape_input.etype.name != "int64":
+            raise fail(node, "input 1 (shape) must be a 1-D int64 tensor")
+        n = shape_input.shape[0]
+        allowzero = node.opset >= 14 and int(node.attr("allowzero", 0)) == 1
+        dims = dynamic.resolved(node, n, "reshape.c.j2", [shape_input],
+                                {"n": n, "allowzero": allowzero, "in_rank": x.rank,
+                                 "in_shape": list(x.shape), "numel": product(x.shape)})
+        return [(x.etype, tuple(dims))]
 
 
 @register

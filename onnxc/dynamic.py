@@ -1,0 +1,83 @@
+"""Run-time dimensions: dims that follow from tensor *contents*, not only from input shapes.
+
+They are ordinary symbols of :mod:`onnxc.symbolic`, so shape rules, the memory plan and the
+templates treat them like a batch dimension. Two kinds:
+
+- ``resolve``: computed before the run from data the caller passes (a graph input, an
+  overridable initializer) by the library's ``onnxc_resolve(inputs, dims)``: Reshape's shape or
+  Tile's repeats fed as graph inputs. The arena and the output shapes are then exact.
+- ``run``: assigned by the defining node's kernel while the model runs (NonZero's count). Memory
+  is planned for ``bound``, an upper bound in the other symbols; ``onnxc_resolve`` first sets
+  the dim to that bound (so output buffers can be sized), the run writes the actual value
+  back into ``dims`` and the caller reads the output shapes again afterwards.
+
+A symbol's name is ``<op>#<node>.<k>``; a model input dim_param of that form is refused.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ir import Node, Value
+from .symbolic import Dim, Expr, substitute, sym
+
+
+@dataclass(eq=False)
+class DataSym:
+    name: str
+    node: Node
+    kind: str                      # "resolve" | "run"
+    bound: Dim | None = None       # "run": upper bound in other symbols
+    block: "ResolveBlock | None" = None
+
+
+@dataclass(eq=False)
+class ResolveBlock:
+    """C statements run in onnxc_resolve, from templates/c/resolve/<template>: they read ``ins``
+    (TensorRefs of caller-supplied data) and assign the C variables ``v[0..]`` (int64, must end
+    >= 0); they may ``return ONNXC_ERR_SHAPE`` (or _INDEX/_VALUE) to reject the data, which names
+    the node. ``p``: parameters (Dims render with the ``c`` filter)."""
+    template: str
+    ins: tuple[Value, ...]
+    params: dict = field(default_factory=dict)
+    syms: list[DataSym] = field(default_factory=list)
+
+
+def _new(node: Node, kind: str) -> DataSym:
+    d = DataSym(f"{node.op_type}#{node.index}.{len(node.dyn)}", node, kind)
+    node.dyn.append(d)
+    return d
+
+
+def resolved(node: Node, count: int, template: str, ins, params: dict | None = None) -> list[Expr]:
+    """``count`` new dims computed before the run by ``template`` from the data of ``ins``."""
+    block = ResolveBlock(template, tuple(ins), dict(params or {}))
+    for _ in range(count):
+        d = _new(node, "resolve")
+        d.block = block
+        block.syms.append(d)
+    return [sym(d.name) for d in block.syms]
+
+
+def assigned(node: Node, bound: Dim) -> Expr:
+    """A new dim the node's kernel assigns while it runs (``{{ p.x|c }} = n;``), at most ``bound``."""
+    d = _new(node, "run")
+    d.bound = bound
+    return sym(d.name)
+
+
+def readable_before_run(v: Value | None) -> bool:
+    """Data the caller passes (or a weight): onnxc_resolve may read it."""
+    return v is not None and v.producer is None and (v.is_input or v.const is not None)
+
+
+def data_symbols(nodes) -> list[DataSym]:
+    return [d for n in nodes for d in n.dyn]
+
+
+def run_bounds(nodes) -> dict[str, Dim]:
+    """Each "run" dim's bound in caller-known symbols only (a bound may use an earlier run dim)."""
+    out: dict[str, Dim] = {}
+    for d in data_symbols(nodes):
+        if d.kind == "run":
+            out[d.name] = substitute(d.bound, out)
+    return out
