@@ -25,7 +25,7 @@ from .symbolic import Dim, Expr, substitute, sym
 class DataSym:
     name: str
     node: Node
-    kind: str                      # "resolve" | "run"
+    kind: str                      # "resolve" | "value" (a parameter, not a dim) | "run"
     bound: Dim | None = None       # "run": upper bound in other symbols
     block: "ResolveBlock | None" = None
 
@@ -48,11 +48,14 @@ def _new(node: Node, kind: str) -> DataSym:
     return d
 
 
-def resolved(node: Node, count: int, template: str, ins, params: dict | None = None) -> list[Expr]:
-    """``count`` new dims computed before the run by ``template`` from the data of ``ins``."""
+def resolved(node: Node, count: int, template: str, ins, params: dict | None = None,
+             values: int = 0) -> list[Expr]:
+    """``count`` new dims computed before the run by ``template`` from the data of ``ins``,
+    then ``values`` more int64 run-time *parameters* (a Slice's start, a TopK's k, may be < 0):
+    the kernel reads them (``{{ p.start|c }}``) but they must never enter a shape."""
     block = ResolveBlock(template, tuple(ins), dict(params or {}))
-    for _ in range(count):
-        d = _new(node, "resolve")
+    for k in range(count + values):
+        d = _new(node, "resolve" if k < count else "value")
         d.block = block
         block.syms.append(d)
     return [sym(d.name) for d in block.syms]

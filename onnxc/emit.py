@@ -159,7 +159,8 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
             ins=[refs[x.id] for x in b.ins], v=[names[d.name] for d in b.syms], p=b.params)
         resolve.append({"idx": b.syms[0].node.index, "op": b.syms[0].node.op_type,
                         "decls": [decl_of[x.id] for x in dict.fromkeys(b.ins)], "body": body,
-                        "syms": [syms.index(d.name) for d in b.syms]})
+                        "syms": [syms.index(d.name) for d in b.syms],
+                        "dims": [syms.index(d.name) for d in b.syms if d.kind == "resolve"]})
     run_syms = [{"k": syms.index(d.name), "bound": c(d.bound), "idx": d.node.index}
                 for d in dsyms if d.kind == "run"]
     copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}

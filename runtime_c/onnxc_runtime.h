@@ -27,6 +27,9 @@
 #define ONNXC_ERR_SHAPE ONNXC_ERR_AT(1)   /* run-time dims disagree with what the node needs */
 #define ONNXC_ERR_INDEX ONNXC_ERR_AT(2)   /* an index input is out of range */
 #define ONNXC_ERR_VALUE ONNXC_ERR_AT(3)   /* a value the node cannot map (unknown category, ...) */
+/* Largest dim (and element count) a run-time dim read from data may take: keeps every size
+ * computation of the plan (products of dims, times element size) far from int64 overflow. */
+#define ONNXC_MAX_DIM (INT64_C(1) << 40)
 
 static inline int64_t onnxc_floordiv(int64_t a, int64_t b)
 {
