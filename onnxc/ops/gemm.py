@@ -2,7 +2,8 @@
 
 float uses onnxc_sgemm (packed, blocked; needs a workspace, see sgemm_work_bytes), double uses
 onnxc_dgemm, the integer types use the exact wrapping onnxc_igemm_<type>. float16/bfloat16
-are not supported yet.
+operands are converted to float buffers in the scratch (see lowp_buffers), multiplied with
+onnxc_sgemm and the result rounded once on store.
 """
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import re
 
 from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
-from ..symbolic import Dim, dim_repr, dmin, product
+from ..symbolic import Dim, align_up, dim_repr, dmin, product
 from .common import broadcast, broadcast_loops, fail
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
-GEMM_TYPES = (D["float"], D["double"], D["int32"], D["int64"], D["uint32"], D["uint64"])
+LOWP = (D["float16"], D["bfloat16"])   # stored in 16 bits, computed in float
+GEMM_TYPES = (D["float"], D["double"], D["int32"], D["int64"], D["uint32"], D["uint64"]) + LOWP
 
 # Mirrors of the blocking constants in runtime_c/onnxc_gemm.h (tests check they agree).
 SGEMM_KC = 256
@@ -77,8 +79,20 @@ def residual_inplace(node, others) -> list[tuple[int, int]]:
 
 
 def gemm_kernel(et: dtypes.ElemType) -> str:
-    """'s' (onnxc_sgemm), 'd' (onnxc_dgemm) or 'i' (onnxc_igemm_<type>)."""
-    return {"float": "s", "double": "d"}.get(et.name, "i")
+    """'s' (onnxc_sgemm; float16/bfloat16 too), 'd' (onnxc_dgemm) or 'i' (onnxc_igemm_<type>)."""
+    return {"float": "s", "double": "d", "float16": "s", "bfloat16": "s"}.get(et.name, "i")
+
+
+def lowp_buffers(et: dtypes.ElemType, start: Dim, counts) -> dict:
+    """float16/bfloat16: byte offsets in the node scratch of float buffers of `counts` elements,
+    placed after the first `start` bytes (64-byte aligned), and the scratch's total size."""
+    if et not in LOWP:
+        return {"lowp": False, "off": [], "end": start}
+    offs, at = [], align_up(start, 64)
+    for n in counts:
+        offs.append(at)
+        at = align_up(at + 4 * n, 64)
+    return {"lowp": True, "off": offs, "end": at}
 
 
 def check_type(node, et: dtypes.ElemType, allowed=GEMM_TYPES) -> None:
@@ -160,8 +174,14 @@ class Gemm(OpSpec):
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
-            **epilogue(node),
+            **epilogue(node), **self.lowp(node),
         }
+
+    def lowp(self, node) -> dict:
+        """float16/bfloat16: float copies of A and B and the float result, after the SGEMM work."""
+        _, _, M, N, K = self.dims(node)
+        a, b = node.inputs[0], node.inputs[1]
+        return lowp_buffers(a.etype, sgemm_work_bytes(M, N, K), [product(a.shape), product(b.shape), M * N])
 
     def inplace(self, node):
         c, y = node.input(2), node.outputs[0]
@@ -171,10 +191,9 @@ class Gemm(OpSpec):
         return []
 
     def scratch(self, node):
-        if node.inputs[0].etype.name != "float":
+        if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
-        _, _, M, N, K = self.dims(node)
-        return sgemm_work_bytes(M, N, K)
+        return self.lowp(node)["end"]
 
 
 @register
@@ -215,23 +234,26 @@ class MatMul(OpSpec):
         p = {"kind": gemm_kernel(et), "suffix": et.name, "M": M, "N": N, "K": K, "dims": [],
              "astr": [], "bstr": [], "ystr": [], "has_bias": node.input(2) is not None,
              "rows": product(node.outputs[0].shape[:-1]), **epilogue(node)}
+        a, b = node.inputs[0], node.inputs[1]
         if self.folds(node):
             p["M"] = product(abatch) * M
-            return p
-        dims, (ast, bst) = broadcast_loops(batch, [abatch, bbatch])
-        ystr, acc = [], 1
-        for d in reversed(dims):
-            ystr.append(acc)
-            acc = acc * d
-        p.update(dims=dims, astr=[s * M * K for s in ast], bstr=[s * K * N for s in bst],
-                 ystr=[s * M * N for s in reversed(ystr)])
+        else:
+            dims, (ast, bst) = broadcast_loops(batch, [abatch, bbatch])
+            ystr, acc = [], 1
+            for d in reversed(dims):
+                ystr.append(acc)
+                acc = acc * d
+            p.update(dims=dims, astr=[s * M * K for s in ast], bstr=[s * K * N for s in bst],
+                     ystr=[s * M * N for s in reversed(ystr)])
+        # float16/bfloat16: float copies of A and B and the float result, after the SGEMM work
+        p.update(lowp_buffers(et, sgemm_work_bytes(p["M"], p["N"], p["K"]),
+                              [product(a.shape), product(b.shape), product(node.outputs[0].shape)]))
         return p
 
     def scratch(self, node):
-        if node.inputs[0].etype.name != "float":
+        if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
-        p = self.params(node)
-        return sgemm_work_bytes(p["M"], p["N"], p["K"])
+        return self.params(node)["end"]
 
 
 def _private_domain() -> str:
