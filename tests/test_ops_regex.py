@@ -1,0 +1,114 @@
+"""RegexFullMatch: many RE2-syntax patterns against Python's re.fullmatch on random strings
+(ASCII, UTF-8, empty), with RE2's ASCII meaning of \\d \\s \\w \\b (re.ASCII on the Python side),
+plus onnx.reference on the suite-like cases and the rejection of unsupported syntax."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP, helper as h
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.errors import InvalidGraph
+
+ALPHABET = list("abcxyzABZ019_.-@ \t\n/*\"\\?") + ["é", "ü", "中", "𝄞", "ſ", "K", "\u212a", "ß"]
+
+
+def _model(pattern, shape):
+    x = h.make_tensor_value_info("X", TP.STRING, shape)
+    node = h.make_node("RegexFullMatch", ["X"], ["Y"], pattern=pattern)
+    g = h.make_graph([node], "g", [x], [h.make_tensor_value_info("Y", TP.BOOL, shape)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+    m.ir_version = 9
+    return m
+
+
+def _strings(rng, n, alphabet=ALPHABET, max_len=8):
+    out = ["", "a", "ab", "aaa", "abc", "www.google.com", "x@gmail.com"]
+    for _ in range(n - len(out)):
+        out.append("".join(rng.choice(alphabet, int(rng.integers(0, max_len + 1)))))
+    return np.array(out, object)
+
+
+def _run(pattern, x):
+    sess = onnxc.InferenceSession(_model(pattern, list(x.shape)).SerializeToString())
+    return sess.run(None, {"X": x})[0]
+
+
+# (RE2 pattern, Python equivalent or None for the same text, Python flags)
+PATTERNS = [
+    ("abc", None), ("a*", None), ("a+b?", None), ("(a|b)*c", None), ("a{2}", None), ("a{1,3}b", None),
+    ("a{2,}", None), ("(ab){0,2}", None), ("a*?b+?", None), ("(?:ab|a)(?:c|bc)", None), ("", None),
+    (".", None), (".*", None), ("..", None), ("(?s).*", None), ("[abc]+", None), ("[^abc]*", None),
+    ("[a-z0-9_]+", None), ("[]a]", None), ("[^]a]", None), ("[a-]+", None), ("[-a]+", None),
+    (r"\d+", None), (r"\D+", None), (r"\w+", None), (r"\W*", None), (r"\s", None), (r"\S+", None),
+    (r"[\w.-]+@[\w-]+\.com", None), (r"[^\w\s]", None), (r"\bab\b.*", None), (r".*\Bb.*", None),
+    (r"^a.*$", None), (r"\Aab*\z", r"\Aab*\Z"), (r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)", None),
+    (r"www\.[\w.-]+\.\bcom\b", None), (r"\x61\x{62}c", r"\x61\x62c"), (r"\101", None),
+    (r"\Qa.b\E.*", r"a\.b.*"), (r"é+", None), ("[é-ü]*", None), ("[^é]", None), ("中.𝄞", None),
+    ("[[:alpha:]]+", "[a-zA-Z]+"), ("[[:^digit:][:space:]]+", "[^0-9]+"),
+    (r"(?i)abc", None), (r"(?i:a)b", "(?i:a)b"), (r"(?i)[a-c]+", None), ("(?i)k", None),
+    ("(?i)s+", None), ("(?i)[^k]", None), (r"a|b|", None), (r"(|a)+", None), (r"(a*)*", None),
+    (r"(a|ab)(c|bcd)(d*)", None), (r"\t\n?", None), (r"[\d\-]+", None), ("(?P<x>a)(?<y>b)?", "(?P<x>a)(?P<y>b)?"),
+    ("a{,2}", r"a\{,2\}"), ("a{x", r"a\{x"), (r"\.\*\+\?\(\)\[\]\{\}\|\^\$\\", None),
+    ("(?m)^a$\n^b$", None), ("x*(?m:$)", None),
+]
+
+
+@pytest.mark.parametrize("idx", range(len(PATTERNS)))
+def test_patterns_vs_python(idx):
+    pattern, py = PATTERNS[idx]
+    rng = np.random.default_rng(idx)
+    lits = [c for c in set(pattern) if c.isprintable()] or ["a"]
+    x = np.concatenate([_strings(rng, 60), _strings(rng, 60, alphabet=lits + ["a", "b", "\n"], max_len=12)])
+    # RE2's \s has no \v; the alphabet avoids \v so that re.ASCII's \s agrees
+    rx = re.compile(py if py is not None else pattern, re.ASCII if "(?i)" not in pattern else 0)
+    want = np.array([rx.fullmatch(s) is not None for s in x])
+    got = _run(pattern, x)
+    assert got.dtype == np.bool_ and got.shape == x.shape
+    bad = [(s, w) for s, w, g in zip(x, want, got) if w != g]
+    assert not bad, f"{pattern!r}: mismatches {bad[:5]}"
+
+
+@pytest.mark.parametrize("pattern", [r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)", r"www\.[\w.-]+\.\bcom\b",
+                                     "[a-c]*b"])
+@pytest.mark.parametrize("shape", [(3,), (2, 2), (2, 0), (2, 3, 4)])
+def test_against_reference(pattern, shape):
+    rng = np.random.default_rng(1)
+    x = _strings(rng, max(int(np.prod(shape)), 7))[:int(np.prod(shape))].reshape(shape)
+    ref = ReferenceEvaluator(_model(pattern, list(shape))).run(None, {"X": x})[0]
+    np.testing.assert_array_equal(_run(pattern, x), ref)
+
+
+def test_many_strings_parallel():
+    rng = np.random.default_rng(5)
+    x = _strings(rng, 5000, max_len=30)
+    pattern = r"[\w.]*(ab|c\d)+.*"
+    want = np.array([re.fullmatch(pattern, s, re.ASCII) is not None for s in x])
+    np.testing.assert_array_equal(_run(pattern, x), want)
+
+
+def test_symbolic_shape():
+    sess = onnxc.InferenceSession(_model("a+", ["N"]).SerializeToString())
+    for n in (0, 1, 4):
+        x = np.array(["a" * k for k in range(n)], object)
+        np.testing.assert_array_equal(sess.run(None, {"X": x})[0], [k > 0 for k in range(n)])
+
+
+@pytest.mark.parametrize("pattern, msg", [
+    (r"(a)\1", "backreference"), ("(?=a)", "lookaround"), ("(?<!a)b", "lookaround"), ("(?P=x)", "backreference"),
+    (r"\pL", "Unicode class"), ("a**", "repetition"), ("*a", "missing argument"), ("(a", "missing \\)"),
+    ("a)", "unexpected \\)"), ("[a", "missing \\]"), ("[b-a]", "range"), ("a{1001}", "repetition"),
+    ("a{3,2}", "repetition"), (r"\q", "escape"), ("(?x)a", "flags"), (r"\xZZ", "x escape"),
+    ("[[:foo:]]", "class name"), ("(.{100}){100}", "too large"),
+])
+def test_rejected(pattern, msg):
+    with pytest.raises(InvalidGraph, match=f"{msg}.*at position|position.*{msg}|{msg}"):
+        onnxc.InferenceSession(_model(pattern, [2]).SerializeToString())
+
+
+def test_error_names_node_and_position():
+    with pytest.raises(InvalidGraph, match=r"RegexFullMatch.*pattern 'ab\(\?=c\)'.*position 2"):
+        onnxc.InferenceSession(_model("ab(?=c)", [2]).SerializeToString())
