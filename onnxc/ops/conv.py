@@ -7,6 +7,8 @@ stride 1, no pad), so one template serves every rank. Per image and group, one o
   im2col     the input patches unrolled into the node scratch (K x out-pixels), then
              Y_g = W_g col.
 The bias is written into Y first and the GEMM accumulates onto it (beta = 1).
+float16/bfloat16: X, W, B (and a fused residual) are converted to float buffers placed after the
+usual scratch, the convolution runs in float and Y is rounded once on store.
 Channels, kernel and spatial dims must be static; the batch may be symbolic.
 """
 from __future__ import annotations
@@ -16,12 +18,12 @@ from ..passes import PRIVATE_DOMAIN
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import dim_repr, product
 from .common import attr_enum, attr_ints, fail
-from .gemm import (EPILOGUE_HEADERS, check_type, epilogue, gemm_kernel, residual_inplace, sgemm_work_bytes,
-                   sgemm_wpack_bytes)
+from .gemm import (EPILOGUE_HEADERS, LOWP, check_type, epilogue, gemm_kernel, lowp_buffers, residual_inplace,
+                   sgemm_work_bytes, sgemm_wpack_bytes)
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
-FLOATS = (D["float"], D["double"])
+FLOATS = (D["float"], D["double"]) + LOWP
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 COL_CHUNK_BYTES = 512 * 1024   # im2col chunk: about half an L2
 CHUNK_ALIGN = 48               # chunk widths: a multiple of every SGEMM NR (8, 12, 16, 48)
@@ -149,7 +151,8 @@ class Conv(OpSpec):
         pre = node.attrs.get("_prepacked")
         if pre is not None:
             wpack, wpack_bytes = True, pre["stride"]
-        col_bytes = _align(K * nch * x.etype.itemsize) if kind == "im2col" else 0
+        csize = 4 if x.etype in LOWP else x.etype.itemsize   # the compute type's size
+        col_bytes = _align(K * nch * csize) if kind == "im2col" else 0
         work = max(sgemm_work_bytes(g["Mg"], nch, K), sgemm_work_bytes(nch, g["Mg"], K)) if sgemm else 0
         # chunked convolutions give threads whole chunks, each in a slot of its own (col + work)
         slots = CONV_SLOTS if wpack and osp > nch else 1
@@ -159,9 +162,15 @@ class Conv(OpSpec):
         dw_lo, dw_hi = (ok[0], ok[-1] + 1) if ok else (0, 0)
         border = [(a, b) for a, b in ((0, dw_lo), (dw_hi, ow_n)) if b > a]
         dw_fast = g["KS"][0] == 1 and g["KS"][1] * g["KS"][2] <= 25   # 1-D/2-D, small kernels
-        return {**g, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
-                "prepacked": pre, "slots": slots, "slot_off": 0 if pre else g["G"] * wpack_bytes,
-                "slot_bytes": _align(col_bytes + work),
+        slot_off = 0 if pre else g["G"] * wpack_bytes
+        slot_bytes = _align(col_bytes + work)
+        native = 0 if kind == "depthwise" else slot_off + slots * slot_bytes
+        w, y = node.inputs[1], node.outputs[0]
+        z = node.input(3)
+        lowp = lowp_buffers(x.etype, native, [product(x.shape), product(w.shape), g["M"],
+                                              product(y.shape) if z is not None else 0, product(y.shape)])
+        return {**g, **lowp, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
+                "prepacked": pre, "slots": slots, "slot_off": slot_off, "slot_bytes": slot_bytes,
                 "dw_lo": dw_lo,
                 "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
@@ -169,10 +178,7 @@ class Conv(OpSpec):
                 "has_bias": node.input(2) is not None, **epilogue(node)}
 
     def scratch(self, node):
-        p = self.params(node)
-        if p["kind"] == "depthwise":
-            return 0
-        return p["slot_off"] + p["slots"] * p["slot_bytes"]
+        return self.params(node)["end"]
 
 
 @register
