@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-from . import cstring, dynamic, symbolic
+from . import cstring, dynamic, subgraph, symbolic, weights
 from .ir import Graph, Value
 from .ops import lookup
 from .planner import MemoryPlan
@@ -88,26 +88,14 @@ def _declared_display(vi, fallback):
     return out
 
 
-def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onnxc_",
-         weights_mode: str = "incbin", version: str = "", module: str = "", profile: bool = False) -> Sources:
-    env = environment()
-    syms = symbol_order(graph)
-    names = {s: f"s{k}" for k, s in enumerate(syms)}
-
-    def c(d: Dim) -> str:
-        return symbolic.to_c(d, names)
-
-    env.filters["c"] = c
+def _refs(graph: Graph, plan: MemoryPlan, offsets: dict, prefix: str, c, extra=()) -> tuple[dict, dict]:
+    """Per value a C declaration of its pointer, and what templates see of it (TensorRef)."""
     n_in = len(graph.inputs)
-    decls: list[str] = []
-    refs: dict[int, TensorRef] = {}
     used = {v.id: v for n in graph.nodes for v in n.inputs + n.outputs if v is not None}
     used.update({v.id: v for v in graph.outputs})
-    dsyms = dynamic.data_symbols(graph.nodes)
-    for d in dsyms:    # values onnxc_resolve reads
-        if d.block is not None:
-            used.update({x.id: x for x in d.block.ins})
+    used.update({v.id: v for v in extra})
     decl_of: dict[int, str] = {}
+    refs: dict[int, TensorRef] = {}
     for vid in sorted(used):
         v = used[vid]
         kind = plan.storage[v.id]
@@ -115,21 +103,24 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         if kind[0] == "input":
             expr, const = f"inputs[{kind[1]}]", True
         elif kind[0] == "overridable":
-            w = f"({prefix}weights + {blob.offsets[kind[2]]})"
+            w = f"({prefix}weights + {offsets[kind[2]]})"
             expr, const = f"(inputs[{n_in + kind[1]}] ? inputs[{n_in + kind[1]}] : (const void *){w})", True
         elif kind[0] == "weight":
-            expr, const = f"({prefix}weights + {blob.offsets[kind[1]]})", True
+            expr, const = f"({prefix}weights + {offsets[kind[1]]})", True
         elif kind[0] == "output":
             expr, const = f"outputs[{kind[1]}]", False
         else:
             expr, const = f"(A + {c(kind[1])})", False
         q = "const " if const and not ct.startswith("const ") else ""   # strings: const char *
         decl_of[v.id] = f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});"
-        decls.append(decl_of[v.id])
         refs[v.id] = TensorRef(v.cname, ct, [c(d) for d in v.shape], c(product(v.shape)), len(v.shape),
                                v.etype.name, v.etype.cc)
+    return decl_of, refs
 
-    blocks, headers, op_counts = [], [], {}
+
+def _blocks(graph: Graph, plan: MemoryPlan, refs: dict, syms: list, c, headers: list, op_counts: dict) -> list:
+    env = environment()
+    blocks = []
     for node in graph.nodes:
         spec = lookup(node)
         key = (node.domain or "ai.onnx", spec.op_type)
@@ -149,6 +140,55 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         body = env.get_template(f"ops/{spec.template}").render(ctx)
         blocks.append({"idx": node.index, "op": spec.op_type, "body": body,
                        "set_dims": [syms.index(d.name) for d in node.dyn if d.kind == "run"]})
+    return blocks
+
+
+def _c_of(names: dict):
+    return lambda d: symbolic.to_c(d, names)
+
+
+def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, op_counts: dict) -> list[str]:
+    """Each control-flow body as a static C function (nested bodies first); their constants
+    are appended to the weight blob."""
+    env = environment()
+    out = []
+    for k, b in enumerate(subgraph.all_bodies(graph)):
+        b.fname = f"{prefix}body{k}"
+        bb = weights.layout(b.graph)
+        data.extend(b"\0" * (-len(data) % weights.ALIGN))
+        base = len(data)
+        data.extend(bb.data)
+        offsets = {vid: base + off for vid, off in bb.offsets.items()}
+        syms = input_symbols(b.graph)
+        c = _c_of({s: f"s{i}" for i, s in enumerate(syms)})
+        env.filters["c"] = c
+        decl_of, refs = _refs(b.graph, b.plan, offsets, prefix, c)
+        blocks = _blocks(b.graph, b.plan, refs, syms, c, headers, op_counts)
+        copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}
+                  for v, j in b.plan.copies]
+        out.append(env.get_template("function.c.j2").render(
+            fname=b.fname, static=True, what=f"body {k}", syms=syms, run_ks=[], prefix=prefix,
+            decls=[decl_of[i] for i in sorted(decl_of)], blocks=blocks, copies=copies, profile=False))
+    return out
+
+
+def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onnxc_",
+         weights_mode: str = "incbin", version: str = "", module: str = "", profile: bool = False) -> Sources:
+    env = environment()
+    headers: list[str] = []
+    op_counts: dict = {}
+    data = bytearray(blob.data)
+    functions = _body_functions(graph, data, prefix, headers, op_counts)
+    syms = symbol_order(graph)
+    names = {s: f"s{k}" for k, s in enumerate(syms)}
+    c = _c_of(names)
+    env.filters["c"] = c
+    n_in = len(graph.inputs)
+    dsyms = dynamic.data_symbols(graph.nodes)
+    extra = [x for d in dsyms if d.block is not None for x in d.block.ins]   # what onnxc_resolve reads
+    decl_of, refs = _refs(graph, plan, blob.offsets, prefix, c, extra)
+    decls = [decl_of[i] for i in sorted(decl_of)]
+    blocks = _blocks(graph, plan, refs, syms, c, headers, op_counts)
 
     resolve = []
     for b in dict.fromkeys(d.block for d in dsyms if d.block is not None):
@@ -169,6 +209,7 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
     meta["module"] = module
     meta["profiled"] = profile
     meta["nodes"] = [[b["op"], graph.nodes[k].name] for k, b in enumerate(blocks)]
+    data = bytes(data)
     ctx = {
         "prefix": prefix,
         "profile": profile,
@@ -178,6 +219,7 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         "n_input_syms": len(syms) - len(dsyms),
         "resolve": resolve,
         "run_syms": run_syms,
+        "functions": functions,
         "decls": decls,
         "blocks": blocks,
         "copies": copies,
@@ -185,14 +227,14 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         "out_shapes": [[c(d) for d in v.shape] for v in graph.outputs],
         "meta_literal": cstring.literal(json.dumps(meta, sort_keys=True)),
         "weights_mode": weights_mode,
-        "weights_size": len(blob.data),
-        "weights_c": _weights_c(blob.data) if weights_mode == "c" else "",
+        "weights_size": len(data),
+        "weights_c": _weights_c(data) if weights_mode == "c" else "",
         "n_inputs": n_in,
         "n_overridable": len(graph.overridable),
         "n_outputs": len(graph.outputs),
     }
     text = env.get_template("model.c.j2").render(ctx)
-    return Sources(text, blob.data, meta, headers)
+    return Sources(text, data, meta, headers)
 
 
 def _weights_c(data: bytes) -> str:

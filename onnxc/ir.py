@@ -56,6 +56,9 @@ class Node:
     outputs: list[Value | None]
     proto: onnx.NodeProto
     dyn: list = field(default_factory=list)   # run-time dims this node defines (dynamic.DataSym)
+    n_formal: int = -1      # with subgraphs: inputs[n_formal:] are outer values the bodies read
+    scope: dict | None = None   # with subgraphs: {"opsets", "ir_version"} to build the bodies with
+    bodies: dict = field(default_factory=dict)  # attribute name -> compiled body (onnxc.subgraph)
 
     def describe(self) -> str:
         dom = f"{self.domain}." if self.domain else ""
@@ -140,6 +143,31 @@ def from_model(model: onnx.ModelProto) -> Graph:
         v.is_input = True
         (graph.overridable if vi.name in inits else graph.inputs).append(v)
 
+    _add_nodes(graph, g, by_name, value, {"opsets": opsets, "ir_version": model.ir_version})
+    for vi in g.output:
+        if vi.name not in by_name:
+            raise InvalidGraph(f"graph output {vi.name!r} is not produced by any node or input")
+        v = by_name[vi.name]
+        v.is_output = True
+        graph.outputs.append(v)
+    graph.meta = {
+        "producer_name": model.producer_name,
+        "producer_version": model.producer_version,
+        "domain": model.domain,
+        "model_version": model.model_version if model.HasField("model_version") else None,
+        "doc_string": model.doc_string,
+        "graph_name": g.name,
+        "graph_description": g.doc_string,
+        "custom_metadata_map": {p.key: p.value for p in model.metadata_props},
+        "ir_version": model.ir_version,
+        "opsets": opsets,
+    }
+    return graph
+
+
+def _add_nodes(graph: Graph, g: onnx.GraphProto, by_name: dict, value, scope: dict) -> None:
+    opsets = scope["opsets"]
+    inits = {t.name for t in g.initializer}
     protos = list(g.node)
     produced: dict[str, int] = {}
     for i, n in enumerate(protos):
@@ -169,6 +197,17 @@ def from_model(model: onnx.ModelProto) -> Graph:
             v = value(name)
             v.consumers.append(node)
             node.inputs.append(v)
+        bodies = _graph_attrs(p)
+        if bodies:   # outer values the bodies read become inputs too: liveness and order see them
+            node.n_formal = len(node.inputs)
+            node.scope = scope
+            for name in free_names(bodies):
+                if name not in by_name and name not in produced:
+                    raise InvalidGraph(f"{node.describe()}: a subgraph reads tensor {name!r}, which no "
+                                       "node, input or initializer provides")
+                v = value(name)
+                v.consumers.append(node)
+                node.inputs.append(v)
         for name in p.output:
             if not name:
                 node.outputs.append(None)
@@ -177,24 +216,84 @@ def from_model(model: onnx.ModelProto) -> Graph:
             v.producer = node
             node.outputs.append(v)
         graph.nodes.append(node)
+
+
+def _graph_attrs(p: onnx.NodeProto) -> list:
+    out = [a.g for a in p.attribute if a.type == onnx.AttributeProto.GRAPH]
+    return out + [g for a in p.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+
+
+def free_names(graphs) -> list[str]:
+    """Names the graphs (and their nested subgraphs) read from an enclosing scope, in order."""
+    out: dict[str, None] = {}
+    for g in graphs:
+        local = {x.name for x in g.input} | {t.name for t in g.initializer}
+        local |= {t.values.name for t in g.sparse_initializer}
+        for n in g.node:
+            local |= set(n.output)
+        reads = [x for n in g.node for x in n.input if x] + [vi.name for vi in g.output]
+        for n in g.node:
+            reads += free_names(_graph_attrs(n))
+        for x in reads:
+            if x not in local:
+                out.setdefault(x, None)
+    return list(out)
+
+
+def from_subgraph(g: onnx.GraphProto, scope: dict, formal: list, captured: list) -> Graph:
+    """A body (If branch, Loop/Scan body) as a Graph of its own: ``formal`` (etype, shape) for
+    its declared inputs, then ``captured``: the outer Values it reads, as inputs of the same
+    name -- or as constants when their contents are known at compile time."""
+    from .passes.constants import constant_value
+    graph = Graph([], [], [], [], [], scope["opsets"], {}, list(g.output), list(g.input))
+    by_name: dict[str, Value] = {}
+
+    def value(name: str) -> Value:
+        if name not in by_name:
+            by_name[name] = graph.new_value(name)
+        return by_name[name]
+
+    if len(formal) != len(g.input):
+        raise InvalidGraph(f"subgraph {g.name!r} declares {len(g.input)} inputs, {len(formal)} are passed")
+    for vi, (et, shape) in zip(g.input, formal):
+        v = value(vi.name)
+        v.etype, v.shape, v.is_input = et, tuple(shape), True
+        graph.inputs.append(v)
+    for ov in captured:
+        if ov.name in by_name:
+            continue
+        v = value(ov.name)
+        v.etype, v.shape = ov.etype, ov.shape
+        c = ov.const if ov.const is not None and not ov.is_input else ov.known
+        if c is not None:
+            v.const = c
+        else:
+            v.is_input = True
+            graph.inputs.append(v)
+    consts = [t for t in g.initializer]
+    nodes = []
+    for i, n in enumerate(g.node):
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+            consts.append(constant_value(n, i))
+        else:
+            nodes.append(n)
+    for t in consts:
+        v = value(t.name)
+        v.const = numpy_helper.to_array(t)
+        v.etype = dtypes.from_onnx(t.data_type, f" (initializer {t.name!r})")
+        v.shape = tuple(int(d) for d in v.const.shape)
+    body = onnx.GraphProto()
+    body.CopyFrom(g)
+    del body.node[:]
+    body.node.extend(nodes)
+    _add_nodes(graph, body, by_name, value, scope)
     for vi in g.output:
         if vi.name not in by_name:
-            raise InvalidGraph(f"graph output {vi.name!r} is not produced by any node or input")
+            raise InvalidGraph(f"subgraph output {vi.name!r} is not produced by any node or input")
         v = by_name[vi.name]
         v.is_output = True
         graph.outputs.append(v)
-    graph.meta = {
-        "producer_name": model.producer_name,
-        "producer_version": model.producer_version,
-        "domain": model.domain,
-        "model_version": model.model_version if model.HasField("model_version") else None,
-        "doc_string": model.doc_string,
-        "graph_name": g.name,
-        "graph_description": g.doc_string,
-        "custom_metadata_map": {p.key: p.value for p in model.metadata_props},
-        "ir_version": model.ir_version,
-        "opsets": opsets,
-    }
+    graph.meta = {"opsets": scope["opsets"], "ir_version": scope["ir_version"]}
     return graph
 
 

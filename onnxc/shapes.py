@@ -42,6 +42,8 @@ def infer(graph: Graph, overrides: Mapping[str, int] | None = None) -> None:
         return sym(f"unk__{counter[0]}")
 
     for vi, v in _input_infos(graph):
+        if v.etype is not None and v.shape is not None and v.producer is None and v.const is None:
+            continue   # a subgraph's input, typed by its node (onnxc.subgraph)
         tt = vi.type.tensor_type
         if vi.type.HasField("map_type"):
             map_input(graph, vi, v)

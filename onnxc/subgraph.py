@@ -1,0 +1,62 @@
+"""Bodies of control-flow nodes (If branches, Loop and Scan bodies), compiled as graphs of their own.
+
+A body becomes one static C function with the model's run signature, emitted before the model's
+run function; its node calls it (once, or once per iteration). Its inputs are its declared
+inputs, typed by the node's shape rule, then the outer values it reads; its arena is the node's
+scratch. Body dims are the outer symbols of the same name, so sizes carry over unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir, planner, shapes
+from .errors import NotImplemented as OrtNotImplemented
+from .ir import Graph, Node, Value
+from .symbolic import Dim
+
+
+@dataclass(eq=False)
+class Body:
+    graph: Graph
+    plan: planner.MemoryPlan
+    runtime_inputs: list[Value]     # outer values passed at run time (after the declared inputs)
+    fname: str = ""                 # C function name, given at emit time
+
+    @property
+    def arena_bytes(self) -> Dim:
+        return self.plan.arena_bytes
+
+    @property
+    def outputs(self) -> list[Value]:
+        return self.graph.outputs
+
+
+def compile_body(node: Node, attr: str, formal: list[tuple]) -> Body:
+    """Build, infer and plan the body in attribute ``attr`` with declared inputs of the given
+    (ElemType, shape); keeps it on the node for emit."""
+    gp = next((a.g for a in node.proto.attribute if a.name == attr), None)
+    if gp is None:
+        raise OrtNotImplemented(f"{node.describe()}: attribute {attr} (a graph) is missing")
+    captured = node.inputs[node.n_formal:] if node.n_formal >= 0 else []
+    graph = ir.from_subgraph(gp, node.scope, formal, captured)
+    shapes.infer(graph)
+    if any(n.dyn for n in graph.nodes):
+        raise OrtNotImplemented(f"{node.describe()}: its {attr} body has dims that follow from data "
+                                "(not supported inside a subgraph yet)")
+    from .compiler import facts   # the same planning facts as the main graph (import cycle)
+    plan = planner.plan(graph, facts)
+    by_name = {v.name: v for v in captured}
+    runtime = [by_name[v.name] for v in graph.inputs[len(formal):]]
+    body = Body(graph, plan, runtime)
+    node.bodies[attr] = body
+    return body
+
+
+def all_bodies(graph: Graph) -> list[Body]:
+    """Every body of every node, nested ones first (a body's function calls its nested ones)."""
+    out: list[Body] = []
+    for n in graph.nodes:
+        for b in n.bodies.values():
+            out += all_bodies(b.graph)
+            out.append(b)
+    return out
