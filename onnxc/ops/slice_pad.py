@@ -8,10 +8,12 @@ symbolic dim is reported as not implemented rather than guessed.
 """
 from __future__ import annotations
 
+from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
+from ..ir import Value
 from ..symbolic import Dim, Expr, dmax, dmin, product
 from ..known_values import known
-from .common import attr_enum, attr_ints, const_input, contiguous_strides, fail, norm_axis
+from .common import attr_enum, attr_ints, const_input, contiguous_strides, data_input, fail, norm_axis
 from .registry import OpSpec, register
 from .tile_expand import c_literal, check_size, movement_params, strided_copy
 
@@ -25,6 +27,67 @@ def _ints_input(node, i: int, what: str) -> list[int] | None:
     if arr.ndim != 1:
         raise fail(node, f"input {i} ({what}) must be 1-D, got {arr.ndim}-D")
     return [int(v) for v in arr.tolist()]
+
+
+def int_source(node, i: int, what: str, allow_scalar: bool = False):
+    """Input i as a list of ints when known at compile time, the Value when the caller passes it
+    (read by onnxc_resolve before the run), None when absent."""
+    if node.input(i) is None:
+        return None
+    arr = data_input(node, i, what)
+    if isinstance(arr, Value):
+        if arr.etype.name not in ("int32", "int64"):
+            raise fail(node, f"input {i} ({what}) must be int32 or int64, got {arr.etype.name}")
+        if arr.rank != 1 and not (allow_scalar and arr.rank == 0):
+            raise fail(node, f"input {i} ({what}) must be 1-D, got rank {arr.rank}")
+        return arr
+    if arr.ndim != 1 and not (allow_scalar and arr.ndim == 0):
+        raise fail(node, f"input {i} ({what}) must be 1-D, got {arr.ndim}-D")
+    return [int(v) for v in arr.reshape(-1).tolist()]
+
+
+def src_len(src) -> int:
+    return len(src) if isinstance(src, list) else (src.shape[0] if src.rank else 1)
+
+
+def c_int(v: int) -> str:
+    return "INT64_MIN" if v == -(1 << 63) else f"INT64_C({v})"
+
+
+def resolve_sources(sources: dict) -> tuple[list[Value], dict]:
+    """For a resolve template: the Values to read (ins) and, per name, {"i": index into ins} or
+    {"vals": [C literals]} (see the ``arr`` macro of templates/c/resolve/*.c.j2)."""
+    ins: list[Value] = []
+    out = {}
+    for name, src in sources.items():
+        if src is None:
+            out[name] = None
+        elif isinstance(src, Value):
+            out[name] = {"i": len(ins), "vals": None}
+            ins.append(src)
+        else:
+            out[name] = {"i": None, "vals": [c_int(v) for v in src]}
+    return ins, out
+
+
+def check_before_run(node, shape) -> None:
+    """onnxc_resolve reads these dims: none may be one that a node assigns while running."""
+    names = set()
+    for d in shape:
+        if isinstance(d, Expr):
+            names |= d.symbols()
+    if not names:
+        return
+    seen, todo = set(), [v for v in node.inputs if v is not None]
+    while todo:
+        v = todo.pop()
+        if v.producer is None or id(v.producer) in seen:
+            continue
+        seen.add(id(v.producer))
+        if any(d.kind == "run" and d.name in names for d in v.producer.dyn):
+            raise OrtNotImplemented(f"{node.describe()}: a shape input read before the run applies to "
+                                    "dims known only while the model runs")
+        todo.extend(x for x in v.producer.inputs if x is not None)
 
 
 def _axes_list(node, axes, rank, n, what="axes") -> list[int]:
@@ -83,10 +146,15 @@ class Slice(OpSpec):
                 raise fail(node, "attributes starts and ends are required")
             axes, steps = attr_ints(node, "axes"), None
         else:
-            starts, ends = _ints_input(node, 1, "starts"), _ints_input(node, 2, "ends")
+            if getattr(node, "dyn_params", None) is not None:
+                return node.dyn_params
+            starts, ends = int_source(node, 1, "starts"), int_source(node, 2, "ends")
             if starts is None or ends is None:
                 raise fail(node, "inputs 1 (starts) and 2 (ends) are required")
-            axes, steps = _ints_input(node, 3, "axes"), _ints_input(node, 4, "steps")
+            axes, steps = int_source(node, 3, "axes"), int_source(node, 4, "steps")
+            if any(isinstance(v, Value) for v in (starts, ends, axes, steps)):
+                node.dyn_params = self._from_data(node, starts, ends, axes, steps)
+                return node.dyn_params
         if len(starts) != len(ends):
             raise fail(node, f"starts has {len(starts)} values but ends has {len(ends)}")
         axes = _axes_list(node, axes, x.rank, len(starts))
@@ -99,6 +167,33 @@ class Slice(OpSpec):
         for a, s, e, t in zip(axes, starts, ends, steps):
             first[a], count[a] = slice_axis(node, x.shape[a], s, e, t, a)
             step[a] = t
+        return first, count, step
+
+    def _from_data(self, node, starts, ends, axes, steps):
+        """Some of starts/ends/axes/steps come from the caller: onnxc_resolve clamps them (as onnx
+        specifies) into a count (a dim), a first index and a step (parameters) per sliced axis."""
+        x = node.inputs[0]
+        n = src_len(starts)
+        for what, v in (("ends", ends), ("axes", axes), ("steps", steps)):
+            if v is not None and src_len(v) != n:
+                raise fail(node, f"{what} has {src_len(v)} values, expected {n} (as starts)")
+        if isinstance(axes, Value):
+            dyn = list(range(x.rank))          # any axis may be sliced
+        else:
+            dyn = _axes_list(node, axes, x.rank, n)
+        if isinstance(steps, list) and 0 in steps:
+            raise fail(node, f"steps {steps} has a 0")
+        check_before_run(node, x.shape)
+        ins, src = resolve_sources({"starts": starts, "ends": ends, "axes": axes, "steps": steps})
+        m = len(dyn)
+        syms = dynamic.resolved(node, m, "slice.c.j2", ins,
+                                {**src, "n": n, "rank": x.rank, "dims": list(x.shape), "dyn": dyn},
+                                values=2 * m)
+        first: list[Dim] = [0] * x.rank
+        count: list[Dim] = list(x.shape)
+        step: list[Dim] = [1] * x.rank
+        for j, a in enumerate(dyn):
+            count[a], first[a], step[a] = syms[j], syms[m + j], syms[2 * m + j]
         return first, count, step
 
     def infer(self, node):
@@ -131,8 +226,19 @@ class Split(OpSpec):
             if split is None and node.opset < 2 and node.input(1) is not None:
                 split = _ints_input(node, 1, "split")
         elif node.input(1) is not None:
-            split = _ints_input(node, 1, "split")
+            if getattr(node, "dyn_params", None) is not None:
+                return node.dyn_params
+            split = int_source(node, 1, "split")
         num = node.attr("num_outputs") if node.opset >= 18 else None
+        if isinstance(split, Value):
+            if num is not None:
+                raise fail(node, "split and num_outputs are both given")
+            if src_len(split) != n:
+                raise fail(node, f"split has {src_len(split)} values for {n} outputs")
+            check_before_run(node, [d])
+            sizes = dynamic.resolved(node, n, "split.c.j2", [split], {"n": n, "dim": d})
+            node.dyn_params = (axis, sizes)
+            return node.dyn_params
         if split is not None:
             if num is not None:
                 raise fail(node, "split and num_outputs are both given")
@@ -200,12 +306,17 @@ class Pad(OpSpec):
                 raise fail(node, "required attribute pads is missing")
             axes = None
         else:
-            pads = _ints_input(node, 1, "pads")
+            if getattr(node, "dyn_params", None) is not None:
+                return node.dyn_params
+            pads = int_source(node, 1, "pads")
             if pads is None:
                 raise fail(node, "input 1 (pads) is missing")
-            axes = _ints_input(node, 3, "axes") if node.opset >= 18 else None
+            axes = int_source(node, 3, "axes") if node.opset >= 18 else None
         modes = ("constant", "reflect", "edge") + (("wrap",) if node.opset >= 19 else ())
         mode = attr_enum(node, "mode", modes)
+        if isinstance(pads, Value) or isinstance(axes, Value):
+            node.dyn_params = self._from_data(node, mode, pads, axes)
+            return node.dyn_params
         n = len(axes) if axes is not None else x.rank
         if len(pads) != 2 * n:
             raise fail(node, f"pads has {len(pads)} values, expected {2 * n}")
@@ -226,6 +337,29 @@ class Pad(OpSpec):
             out.append(d + b + e)
         check_size(node, out)
         return mode, begin, end, out
+
+    def _from_data(self, node, mode, pads, axes):
+        """pads and/or axes from the caller: per padded axis onnxc_resolve gives the output dim
+        and the parameters begin, lo (input elements cut at the start), ybeg (max(0, begin)) and
+        the interior count (what survives negative pads)."""
+        x = node.inputs[0]
+        n = src_len(axes) if axes is not None else x.rank
+        if src_len(pads) != 2 * n:
+            raise fail(node, f"pads has {src_len(pads)} values, expected {2 * n}")
+        dyn = list(range(x.rank)) if isinstance(axes, Value) else _axes_list(node, axes, x.rank, n)
+        check_before_run(node, x.shape)
+        ins, src = resolve_sources({"pads": pads, "axes": axes})
+        m = len(dyn)
+        syms = dynamic.resolved(node, m, "pad.c.j2", ins,
+                                {**src, "n": n, "rank": x.rank, "dims": list(x.shape), "dyn": dyn,
+                                 "mode": mode}, values=4 * m)
+        out = list(x.shape)
+        begin: list[Dim] = [0] * x.rank
+        extra = {"lo": [0] * x.rank, "ybeg": [0] * x.rank, "inner": list(x.shape)}
+        for j, a in enumerate(dyn):
+            out[a], begin[a] = syms[j], syms[m + 4 * j]
+            extra["lo"][a], extra["ybeg"][a], extra["inner"][a] = syms[m + 4 * j + 1:m + 4 * j + 4]
+        return mode, begin, extra, out
 
     def infer(self, node):
         mode, _, _, out = self._spec(node)
@@ -257,6 +391,11 @@ class Pad(OpSpec):
                     "ystr": ystr, "work": product(out)}
         lit, src = self._value(node)
         fill = {"out": 0, "zero": lit is not None and _is_zero_bits(lit), "value": lit, "src": src}
+        if isinstance(end, dict):   # run-time pads: the interior was resolved before the run
+            xbase = sum((lo * st for lo, st in zip(end["lo"], xstr)), 0)
+            ybase = sum((b * st for b, st in zip(end["ybeg"], ystr)), 0)
+            copies = [strided_copy(end["inner"], xstr, ystr, xbase=xbase, ybase=ybase)]
+            return {"mode": "constant", **movement_params(copies, fill)}
         # interior: the input range that survives negative pads, placed after positive ones
         dims, xbase, ybase = [], 0, 0
         empty = False
