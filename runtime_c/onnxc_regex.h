@@ -1,6 +1,7 @@
 /* onnxc runtime for RegexFullMatch: simulation of a byte-level Thompson NFA compiled at compile
  * time (onnxc/ops/regex_compile.py). The state set advances one byte at a time (no backtracking:
  * time is O(length * states)); the caller gives four arrays of the program's size (on its stack).
+ * Small programs are turned into a DFA at compile time instead: one table lookup per byte.
  * C99, no allocation. */
 #ifndef ONNXC_REGEX_H
 #define ONNXC_REGEX_H
@@ -99,6 +100,20 @@ static inline int onnxc_re_fullmatch(const onnxc_re_inst *prog, int32_t n, int32
     for (int32_t j = 0; j < nc; ++j)
         if (prog[w->cur[j]].op == ONNXC_RE_MATCH) return 1;
     return 0;
+}
+
+/* the same with a DFA built at compile time: byte -> class, state * nclasses + class -> state
+ * (state 0: dead), acc[state]: accepting at the end of the text */
+static inline int onnxc_re_dfa_fullmatch(const uint8_t *cls, const uint16_t *delta, int32_t ncls,
+                                         const uint8_t *acc, int32_t start, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    int32_t st = start;
+    for (; *u; ++u) {
+        st = delta[st * ncls + cls[*u]];
+        if (st == 0) return 0;
+    }
+    return acc[st];
 }
 
 #endif

@@ -12,6 +12,7 @@ from onnx.reference import ReferenceEvaluator
 
 import onnxc
 from onnxc.errors import InvalidGraph
+from onnxc.ops import regex_compile
 
 ALPHABET = list("abcxyzABZ019_.-@ \t\n/*\"\\?") + ["é", "ü", "中", "𝄞", "ſ", "K", "\u212a", "ß"]
 
@@ -57,19 +58,42 @@ PATTERNS = [
 ]
 
 
-@pytest.mark.parametrize("idx", range(len(PATTERNS)))
-def test_patterns_vs_python(idx):
-    pattern, py = PATTERNS[idx]
-    rng = np.random.default_rng(idx)
+def _strings_for(pattern, seed):
+    rng = np.random.default_rng(seed)
     lits = [c for c in set(pattern) if c.isprintable()] or ["a"]
-    x = np.concatenate([_strings(rng, 60), _strings(rng, 60, alphabet=lits + ["a", "b", "\n"], max_len=12)])
-    # RE2's \s has no \v; the alphabet avoids \v so that re.ASCII's \s agrees
-    rx = re.compile(py if py is not None else pattern, re.ASCII if "(?i)" not in pattern else 0)
-    want = np.array([rx.fullmatch(s) is not None for s in x])
-    got = _run(pattern, x)
-    assert got.dtype == np.bool_ and got.shape == x.shape
-    bad = [(s, w) for s, w, g in zip(x, want, got) if w != g]
-    assert not bad, f"{pattern!r}: mismatches {bad[:5]}"
+    return np.concatenate([_strings(rng, 60), _strings(rng, 60, alphabet=lits + ["a", "b", "\n"], max_len=12)])
+
+
+@pytest.mark.parametrize("engine", ["dfa", "nfa"])
+def test_patterns_vs_python(engine, monkeypatch):
+    """All patterns in one model (one build): node k matches PATTERNS[k] on input X_k."""
+    if engine == "nfa":     # no DFA fits: the NFA simulation runs
+        monkeypatch.setattr(regex_compile, "MAX_DFA_STATES", 0)
+    xs = [_strings_for(p, k) for k, (p, _) in enumerate(PATTERNS)]
+    ins = [h.make_tensor_value_info(f"X{k}", TP.STRING, [len(x)]) for k, x in enumerate(xs)]
+    outs = [h.make_tensor_value_info(f"Y{k}", TP.BOOL, [len(x)]) for k, x in enumerate(xs)]
+    nodes = [h.make_node("RegexFullMatch", [f"X{k}"], [f"Y{k}"], pattern=p) for k, (p, _) in enumerate(PATTERNS)]
+    m = h.make_model(h.make_graph(nodes, "g", ins, outs), opset_imports=[h.make_opsetid("", 20)])
+    m.ir_version = 9
+    got = onnxc.InferenceSession(m.SerializeToString()).run(None, {f"X{k}": x for k, x in enumerate(xs)})
+    for (pattern, py), x, g in zip(PATTERNS, xs, got):
+        # RE2's \s has no \v; the alphabet avoids \v so that re.ASCII's \s agrees
+        rx = re.compile(py if py is not None else pattern, re.ASCII if "(?i)" not in pattern else 0)
+        want = np.array([rx.fullmatch(s) is not None for s in x])
+        assert g.dtype == np.bool_ and g.shape == x.shape
+        bad = [(s, w) for s, w, v in zip(x, want, g) if w != v]
+        assert not bad, f"{pattern!r}: mismatches {bad[:5]}"
+
+
+def test_dfa_used_for_small_patterns_nfa_past_cap():
+    for p in [r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)", ".*abc.*", r"\b\w+\b"]:
+        assert regex_compile.to_dfa(*regex_compile.compile_pattern(p)) is not None
+    assert regex_compile.to_dfa(*regex_compile.compile_pattern("(a|b)*a(a|b){12}")) is None
+    x = _strings_for("ab", 3)
+    want = [re.fullmatch("(a|b)*a(a|b){12}", s) is not None for s in x]
+    x = np.concatenate([x, ["ba" * 7, "a" * 13, "b" + "a" * 13]]).astype(object)
+    want += [True, True, True]
+    np.testing.assert_array_equal(_run("(a|b)*a(a|b){12}", x), want)
 
 
 @pytest.mark.parametrize("pattern", [r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)", r"www\.[\w.-]+\.\bcom\b",

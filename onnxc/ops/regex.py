@@ -1,8 +1,8 @@
 """RegexFullMatch (opset 20): bool tensor telling whether each string fully matches `pattern`.
 
 The RE2-syntax pattern is compiled here, at compile time, into a byte-level NFA program
-(regex_compile.py); the C side gets only the program as numbers in a constant table and runs
-runtime_c/onnxc_regex.h over each string. An unsupported or invalid pattern is rejected with the
+(regex_compile.py), and into a DFA when that stays small; the C side gets only numbers in
+constant tables and runs runtime_c/onnxc_regex.h over each string. An unsupported or invalid pattern is rejected with the
 position in it.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 from .. import dtypes
 from ..symbolic import product
 from .common import fail
-from .regex_compile import RegexError, compile_pattern
+from .ml_common import c_array
+from .regex_compile import RegexError, compile_pattern, to_dfa
 from .registry import OpSpec, register
 
 
@@ -40,6 +41,13 @@ class RegexFullMatch(OpSpec):
 
     def params(self, node):
         entry, insts = _program(node)
+        n = product(node.inputs[0].shape)
+        dfa = to_dfa(entry, insts)
+        if dfa is not None:
+            cls, ncls, delta, accept, start = dfa
+            return {"n": n, "dfa": True, "cls": c_array(cls, "uint8_t"), "ncls": ncls,
+                    "delta": c_array(delta, "uint16_t"), "nstates": len(accept),
+                    "acc": c_array(accept, "uint8_t"), "start": start}
         rows = [f"{{{op}, {lo}, {hi}, {x}, {y}}}" for op, lo, hi, x, y in insts]
         prog = ",\n    ".join(", ".join(rows[i:i + 6]) for i in range(0, len(rows), 6))
-        return {"n": product(node.inputs[0].shape), "prog": prog, "size": len(insts), "entry": entry}
+        return {"n": n, "dfa": False, "prog": prog, "size": len(insts), "entry": entry}

@@ -462,3 +462,100 @@ def compile_pattern(pattern: str) -> tuple[int, list[list[int]]]:
     match = prog.emit(MATCH)
     entry = prog.comp(ast, match)
     return entry, prog.insts
+
+
+# ---- program -> DFA (subset construction), when small enough ---------------------------------
+MAX_DFA_STATES = 4096
+MAX_DFA_CELLS = 1 << 16          # transition table entries (C source size)
+
+
+def _closure_word(c: int) -> bool:
+    return 0 <= c < 0x80 and (chr(c).isalnum() or c == 0x5F)
+
+
+def _closure(insts, seeds, prev: int, nxt: int) -> set[int]:
+    """BYTE/MATCH states reachable from seeds between bytes prev (-1: start) and nxt (0: end)."""
+    word = _closure_word
+    holds = {BEGIN_TEXT: prev < 0, END_TEXT: nxt == 0, BEGIN_LINE: prev < 0 or prev == 10,
+             END_LINE: nxt in (0, 10), WORD_B: word(prev) != word(nxt), NOT_WORD_B: word(prev) == word(nxt)}
+    seen, out, stack = set(), set(), list(seeds)
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        op, lo, _, x, y = insts[k]
+        if op == SPLIT:
+            stack += [x, y]
+        elif op == ASSERT:
+            if holds[lo]:
+                stack.append(x)
+        else:
+            out.add(k)
+    return out
+
+
+def to_dfa(entry: int, insts):
+    """A DFA for the program, or None past the size caps. A state is (NFA states still to close,
+    previous byte's class representative): assertions need the bytes either side. Returns
+    (class of each byte [256], number of classes, transitions [state * classes + class], accepting
+    [state], start); state 0 is the dead state."""
+    has_assert = any(i[0] == ASSERT for i in insts)
+    cuts = {0, 1, 256}                                   # byte 0 (never read) is a class of its own
+    for op, lo, hi, _, _ in insts:
+        if op == BYTE and lo <= hi:
+            cuts |= {lo, hi + 1}
+    if has_assert:                                       # word / newline must not share a class
+        cuts |= {10, 11, 0x30, 0x3A, 0x41, 0x5B, 0x5F, 0x60, 0x61, 0x7B}
+    cuts = sorted(cuts)
+    reps = cuts[:-1]                                     # lowest byte of each class
+    cls = [0] * 256
+    for c, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        for v in range(a, b):
+            cls[v] = c
+    ncls = len(reps)
+    ids = {None: 0}
+    states: list = [None]
+    delta: list[int] = [0] * ncls
+    accept = [0]
+
+    def meets_assert(seeds) -> bool:
+        seen, stack = set(), list(seeds)
+        while stack:
+            k = stack.pop()
+            if k not in seen:
+                seen.add(k)
+                op, _, _, x, y = insts[k]
+                if op == ASSERT:
+                    return True
+                if op == SPLIT:
+                    stack += [x, y]
+        return False
+
+    def state_id(seeds, prev):
+        seeds = frozenset(seeds)
+        # only what assertions ask of the previous byte tells states apart: start, newline, word, other
+        prev = (-1 if prev < 0 else 10 if prev == 10 else 0x61 if _closure_word(prev) else 0x20) \
+            if has_assert and meets_assert(seeds) else 0
+        key = (seeds, prev) if seeds else None
+        if key not in ids:
+            ids[key] = len(states)
+            states.append(key)
+        return ids[key]
+
+    start = state_id({entry}, -1)
+    j = 1
+    while j < len(states):
+        if len(states) > MAX_DFA_STATES or len(states) * ncls > MAX_DFA_CELLS:
+            return None
+        seeds, prev = states[j]
+        accept.append(int(any(insts[k][0] == MATCH for k in _closure(insts, seeds, prev, 0))))
+        for b in reps:
+            if b == 0:
+                delta.append(0)
+                continue
+            live = _closure(insts, seeds, prev, b)
+            nxt = {insts[k][3] for k in live if insts[k][0] == BYTE and insts[k][1] <= b <= insts[k][2]}
+            delta.append(state_id(nxt, b))
+        j += 1
+    return cls, ncls, delta, accept, start
