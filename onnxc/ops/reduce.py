@@ -10,14 +10,20 @@ Each op is an accumulator: C type, initial value, update statement ($ACC, v), fi
 products wrap like numpy's (modular, done in uint64). ReduceLogSumExp first finds the maximum of the finite values
 ($M), as onnx.reference does. With noop_with_empty_axes and no axes the output is the input
 (the ONNX spec; onnxruntime does the same).
+
+Axes the caller passes as a graph input ("dyn" mode): onnxc_resolve validates them (range,
+duplicates) and sets the output dims and one reduced-flag parameter per input dim; the kernel
+splits the dims into kept and reduced lists at run time and walks the reduced elements of each
+output with an odometer (the innermost reduced dim as a strided inner loop).
 """
 from __future__ import annotations
 
-from .. import dtypes
+from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import Dim, product
 from .cast import convert
-from .common import attr_ints, const_input, contiguous_strides, fail, norm_axis
+from ..ir import Value
+from .common import attr_ints, contiguous_strides, data_input, fail, norm_axis
 from .registry import OpSpec, register
 
 LANES = 128    # outputs accumulated together when the innermost dim is kept
@@ -111,11 +117,20 @@ class Reduce(OpSpec):
             t = t + (dtypes.BOOL,)
         return t
 
-    def axes(self, node) -> list[int] | None:
-        """Normalised axes to reduce; None means 'no reduction' (noop_with_empty_axes)."""
+    def axes(self, node) -> list[int] | Value | None:
+        """Normalised axes to reduce; None means 'no reduction' (noop_with_empty_axes); the
+        axes Value when the caller passes them (resolved before the run)."""
         x = node.inputs[0]
         if node.opset >= self.axes_input_since:
-            arr = const_input(node, 1, "axes") if node.input(1) is not None else None
+            arr = data_input(node, 1, "axes")
+            if isinstance(arr, Value):
+                if arr.etype.name != "int64":
+                    raise fail(node, f"input 1 (axes) must be int64, got {arr.etype.name}")
+                if arr.rank > 1:
+                    raise fail(node, f"input 1 (axes) must be 1-D, got rank {arr.rank}")
+                if product(arr.shape) > 0:
+                    return arr
+                arr = None     # a static empty list: same as no axes
             axes = None if arr is None else [int(a) for a in arr.reshape(-1).tolist()]
             noop = int(node.attr("noop_with_empty_axes", 0)) == 1
         else:
@@ -136,16 +151,40 @@ class Reduce(OpSpec):
         if axes is None:
             return [(x.etype, x.shape)]
         keep = int(node.attr("keepdims", 1)) == 1
+        if isinstance(axes, Value):
+            return [(x.etype, self._resolve_axes(node, axes, keep))]
         out = [1 if k in axes else d for k, d in enumerate(x.shape) if keep or k not in axes]
         return [(x.etype, tuple(out))]
+
+    def _resolve_axes(self, node, axes: Value, keep: bool) -> tuple:
+        """Output dims and per-dim reduced flags from axes read before the run (once per node)."""
+        x = node.inputs[0]
+        r, n = x.rank, product(axes.shape)
+        if n > r:
+            raise fail(node, f"input 1 (axes) has {n} values but the input has rank {r}: some "
+                       "dimension would be named more than once")
+        # kept dims of static size 1 stay 1 whatever the axes; the others are run-time dims
+        syms = [k for k in range(r) if not (isinstance(x.shape[k], int) and x.shape[k] == 1)] \
+            if keep else list(range(r - n))
+        vals = dynamic.resolved(node, len(syms), "reduce_axes.c.j2", [axes],
+                                {"rank": r, "n": n, "keep": keep, "shape": list(x.shape), "syms": syms},
+                                values=r)
+        out = [1] * r if keep else [0] * (r - n)
+        for k, d in zip(syms, vals):
+            out[k] = d
+        node.reduce_dyn = {"flags": vals[len(syms):]}
+        return tuple(out)
 
     def params(self, node):
         x = node.inputs[0]
         axes = self.axes(node)
         if axes is None:
             return {"mode": "copy"}
-        return {**reduce_params(list(x.shape), axes), **accumulator(self.fn, x.etype),
-                "pre": finite_max(x.etype) if self.fn == "LogSumExp" else None}
+        pre = finite_max(x.etype) if self.fn == "LogSumExp" else None
+        if isinstance(axes, Value):
+            return {"mode": "dyn", "flags": node.reduce_dyn["flags"], "work": product(x.shape),
+                    **accumulator(self.fn, x.etype), "pre": pre}
+        return {**reduce_params(list(x.shape), axes), **accumulator(self.fn, x.etype), "pre": pre}
 
 
 def reduce_params(shape: list[Dim], axes: list[int]) -> dict:
