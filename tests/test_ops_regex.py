@@ -136,3 +136,45 @@ def test_rejected(pattern, msg):
 def test_error_names_node_and_position():
     with pytest.raises(InvalidGraph, match=r"RegexFullMatch.*pattern 'ab\(\?=c\)'.*position 2"):
         onnxc.InferenceSession(_model("ab(?=c)", [2]).SerializeToString())
+
+
+def _py_dfa_match(dfa, s: str) -> bool:
+    cls, ncls, delta, accept, st = dfa
+    for b in s.encode("utf-8"):
+        st = delta[st * ncls + cls[b]]
+        if st == 0:
+            return False
+    return bool(accept[st])
+
+
+def _random_pattern(rng, depth=0) -> str:
+    atoms = ["a", "b", "c", ".", r"\d", r"\w", r"\W", "[ab]", "[^a]", "[a-c]", "é", "[é中]", r"\.", r"\b"]
+    n = int(rng.integers(1, 4))
+    parts = []
+    for _ in range(n):
+        if depth < 2 and rng.random() < 0.3:
+            inner = "|".join(_random_pattern(rng, depth + 1) for _ in range(int(rng.integers(1, 3))))
+            atom = ("(?:" if rng.random() < 0.5 else "(") + inner + ")"
+        else:
+            atom = str(rng.choice(atoms))
+        if atom != r"\b":
+            atom += str(rng.choice(["", "", "*", "+", "?", "{2}", "{1,3}", "{0,2}", "*?", "{2,}"]))
+        parts.append(atom)
+    return "".join(parts)
+
+
+def test_fuzz_compiler_vs_python():
+    """Random patterns: the compiled DFA (run here in Python) against re.fullmatch (no C builds)."""
+    rng = np.random.default_rng(11)
+    alphabet = list("abc1._ ") + ["é", "中"]
+    checked = 0
+    for _ in range(150):
+        pattern = _random_pattern(rng)
+        dfa = regex_compile.to_dfa(*regex_compile.compile_pattern(pattern))
+        if dfa is None:
+            continue
+        rx = re.compile(pattern, re.ASCII)
+        for s in _strings(rng, 40, alphabet=alphabet, max_len=7):
+            assert _py_dfa_match(dfa, s) == (rx.fullmatch(s) is not None), (pattern, s)
+        checked += 1
+    assert checked > 120
