@@ -198,10 +198,29 @@ class TopK(OpSpec):
         if x.rank == 0:
             raise fail(node, "input must have rank >= 1")
         a = norm_axis(node, int(node.attr("axis", -1)), x.rank)
+        if getattr(node, "dyn_params", None) is not None:
+            return node.dyn_params
         if node.opset < 10:
             k = attr_int(node, "k")
         else:
-            k = int(_scalar_const(node, 1, "K"))
+            from .common import data_input
+            from .slice_pad import check_before_run
+            from .. import dynamic
+            from ..ir import Value
+            kv = data_input(node, 1, "K")
+            if kv is None:
+                raise fail(node, "input 1 (K) is missing")
+            if isinstance(kv, Value):   # K from the caller: a dim resolved before the run
+                if kv.etype != dtypes.INT64 or product(kv.shape) != 1:
+                    raise fail(node, "input 1 (K) must be a 1-element int64 tensor")
+                check_before_run(node, [x.shape[a]])
+                k, = dynamic.resolved(node, 1, "topk.c.j2", [kv], {"dim": x.shape[a]})
+                largest = node.opset < 11 or int(node.attr("largest", 1)) != 0
+                node.dyn_params = (a, k, largest)
+                return node.dyn_params
+            if kv.size != 1:
+                raise fail(node, f"input 1 (K) must hold one value, it has {kv.size}")
+            k = int(kv.reshape(()))
         if k < 0:
             raise fail(node, f"K={k} is negative")
         d = x.shape[a]
@@ -222,7 +241,7 @@ class TopK(OpSpec):
         a, k, largest = self._spec(node)
         outer, n, inner = _split(x.shape, a)
         return {"outer": outer, "n": n, "inner": inner, "k": k, "better": _better(largest, x.etype.is_float),
-                "check_n": isinstance(n, Expr)}
+                "check_n": isinstance(n, Expr) and isinstance(k, int), "run": not isinstance(k, int)}
 
 
 @register
@@ -232,9 +251,13 @@ class Compress(OpSpec):
     template = "compress.c.j2"
 
     def _spec(self, node):
+        from .common import data_input
+        from ..ir import Value
         x = node.inputs[0]
-        cond = const_input(node, 1, "condition")
-        if cond is None or cond.ndim != 1:
+        if getattr(node, "dyn_params", None) is not None:
+            return node.dyn_params
+        cond = data_input(node, 1, "condition")
+        if cond is None or (cond.rank if isinstance(cond, Value) else cond.ndim) != 1:
             raise fail(node, "input 1 (condition) must be a 1-D tensor")
         axis = node.attr("axis")
         if axis is None:
@@ -242,6 +265,9 @@ class Compress(OpSpec):
         else:
             axis = norm_axis(node, int(axis), x.rank)
             dim = x.shape[axis]
+        if isinstance(cond, Value):
+            node.dyn_params = self._from_data(node, cond, axis, dim)
+            return node.dyn_params
         sel = [int(i) for i in np.flatnonzero(cond.astype(bool))]
         if not isinstance(dim, int):
             if sel:
@@ -254,18 +280,22 @@ class Compress(OpSpec):
     def infer(self, node):
         x = node.inputs[0]
         axis, sel, _ = self._spec(node)
+        m = sel if isinstance(sel, Expr) else len(sel)
         if axis is None:
-            return [(x.etype, (len(sel),))]
+            return [(x.etype, (m,))]
         shape = list(x.shape)
-        shape[axis] = len(sel)
+        shape[axis] = m
         return [(x.etype, tuple(shape))]
 
     def params(self, node):
         x = node.inputs[0]
         axis, sel, dim = self._spec(node)
         outer, inner = (1, 1) if axis is None else (product(x.shape[:axis]), product(x.shape[axis + 1:]))
+        if isinstance(sel, Expr):
+            return {"run": True, "m": sel, "len": node.inputs[1].shape[0], "outer": outer, "dim": dim,
+                    "inner": inner}
         return {"sel": sel, "outer": outer, "dim": dim, "inner": inner,
-                "check": not isinstance(dim, int) and bool(sel)}
+                "check": not isinstance(dim, int) and bool(sel), "run": False}
 
 
 @register
@@ -287,6 +317,17 @@ class ReverseSequence(OpSpec):
         if isinstance(d, int) and isinstance(lens.shape[0], int) and lens.shape[0] != d:
             raise fail(node, f"sequence_lens has {lens.shape[0]} values for a batch of {d}")
         return t, b
+
+    def _from_data(self, node, cond, axis, dim):
+        """condition from the caller: the output length (its true count) is resolved before the
+        run; the kernel walks the condition."""
+        from .. import dynamic
+        from .slice_pad import check_before_run
+        if cond.etype != dtypes.BOOL:
+            raise fail(node, f"input 1 (condition) must be bool, got {cond.etype.name}")
+        check_before_run(node, [dim])
+        m, = dynamic.resolved(node, 1, "compress.c.j2", [cond], {"dim": dim, "len": cond.shape[0]})
+        return axis, m, dim
 
     def infer(self, node):
         self._axes(node)
