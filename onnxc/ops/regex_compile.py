@@ -28,8 +28,8 @@ BEGIN_TEXT, END_TEXT, BEGIN_LINE, END_LINE, WORD_B, NOT_WORD_B = 1, 2, 3, 4, 5, 
 
 
 class RegexError(ValueError):
-    def __init__(self, msg: str, pos: int):
-        super().__init__(f"{msg} at position {pos}")
+    def __init__(self, msg: str, pos: int | None):
+        super().__init__(msg if pos is None else f"{msg} at position {pos}")
         self.pos = pos
 
 
@@ -404,7 +404,7 @@ class _Prog:
 
     def emit(self, op, lo=0, hi=0, x=0, y=0) -> int:
         if len(self.insts) >= MAX_INSTS:
-            raise RegexError(f"pattern is too large: its program exceeds {MAX_INSTS} states", 0)
+            raise RegexError(f"pattern is too large: its program exceeds {MAX_INSTS} states", None)
         self.insts.append([op, lo, hi, x, y])
         return len(self.insts) - 1
 
@@ -467,6 +467,7 @@ def compile_pattern(pattern: str) -> tuple[int, list[list[int]]]:
 # ---- program -> DFA (subset construction), when small enough ---------------------------------
 MAX_DFA_STATES = 4096
 MAX_DFA_CELLS = 1 << 16          # transition table entries (C source size)
+MAX_DFA_WORK = 1 << 22           # NFA states visited while building it (compile time)
 
 
 def _closure_word(c: int) -> bool:
@@ -544,18 +545,27 @@ def to_dfa(entry: int, insts):
         return ids[key]
 
     start = state_id({entry}, -1)
-    j = 1
+    j, work = 1, 0
     while j < len(states):
-        if len(states) > MAX_DFA_STATES or len(states) * ncls > MAX_DFA_CELLS:
+        if len(states) > MAX_DFA_STATES or len(states) * ncls > MAX_DFA_CELLS or work > MAX_DFA_WORK:
             return None
         seeds, prev = states[j]
-        accept.append(int(any(insts[k][0] == MATCH for k in _closure(insts, seeds, prev, 0))))
+        closures: dict[int, list[int]] = {}   # assertions only see the next byte's kind
+
+        def live(b):
+            kind = 0 if b == 0 else 10 if b == 10 else 0x61 if _closure_word(b) else 0x20
+            if kind not in closures:
+                closures[kind] = sorted(_closure(insts, seeds, prev, kind))
+            return closures[kind]
+
+        accept.append(int(any(insts[k][0] == MATCH for k in live(0))))
         for b in reps:
             if b == 0:
                 delta.append(0)
                 continue
-            live = _closure(insts, seeds, prev, b)
-            nxt = {insts[k][3] for k in live if insts[k][0] == BYTE and insts[k][1] <= b <= insts[k][2]}
+            ks = live(b)
+            work += len(ks)
+            nxt = {insts[k][3] for k in ks if insts[k][0] == BYTE and insts[k][1] <= b <= insts[k][2]}
             delta.append(state_id(nxt, b))
         j += 1
     return cls, ncls, delta, accept, start
