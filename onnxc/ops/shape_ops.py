@@ -147,12 +147,15 @@ class Flatten(_View):
         return self._same(node, [product(x.shape[:axis]), product(x.shape[axis:])])
 
 
-def _axes(node, rank: int, what_rank: str) -> list[int] | None:
-    """Squeeze/Unsqueeze axes: attribute before opset 13, constant input from 13."""
+def _axes(node, rank: int, what_rank: str) -> list[int] | Value | None:
+    """Squeeze/Unsqueeze axes: attribute before opset 13, an input from 13 (a Value when the
+    caller passes it: the output dims are then resolved before the run)."""
     if node.opset < 13:
         axes = attr_ints(node, "axes")
     else:
-        arr = const_input(node, 1, "axes") if node.input(1) is not None else None
+        arr = data_input(node, 1, "axes") if node.input(1) is not None else None
+        if isinstance(arr, Value):
+            return arr
         axes = None if arr is None else [int(v) for v in arr.reshape(-1).tolist()]
     if axes is None:
         return None
@@ -162,6 +165,19 @@ def _axes(node, rank: int, what_rank: str) -> list[int] | None:
     return sorted(norm)
 
 
+def _dyn_axes(node, axes: Value, template: str, out_rank: int) -> list[Dim]:
+    """Squeeze/Unsqueeze axes from the caller: every output dim is resolved before the run."""
+    from .slice_pad import check_before_run
+    x = node.inputs[0]
+    if axes.etype.name != "int64" or axes.rank > 1:
+        raise fail(node, "input 1 (axes) must be a 1-D int64 tensor")
+    if out_rank < 0:
+        raise fail(node, f"axes has {axes.shape[0]} values, more than the input rank {x.rank}")
+    check_before_run(node, x.shape)
+    return dynamic.resolved(node, out_rank, template, [axes],
+                            {"n": product(axes.shape), "rank": x.rank, "dims": list(x.shape)})
+
+
 @register
 class Squeeze(_View):
     op_type = "Squeeze"
@@ -169,6 +185,8 @@ class Squeeze(_View):
     def infer(self, node):
         x = node.inputs[0]
         axes = _axes(node, x.rank, "input rank")
+        if isinstance(axes, Value):
+            return self._same(node, _dyn_axes(node, axes, "squeeze.c.j2", x.rank - axes.shape[0]))
         if axes is None:
             # symbolic dims are kept: a rank that changes with the batch cannot be compiled
             axes = [k for k, d in enumerate(x.shape) if d == 1 and isinstance(d, int)]
@@ -189,6 +207,9 @@ class Unsqueeze(_View):
             raise fail(node, "input 1 (axes) is missing")
         if node.opset < 13 and node.attr("axes") is None:
             raise fail(node, "required attribute axes is missing")
+        if node.opset >= 13 and isinstance(data_input(node, 1, "axes"), Value):
+            v = node.input(1)
+            return self._same(node, _dyn_axes(node, v, "unsqueeze.c.j2", x.rank + product(v.shape)))
         out_rank = x.rank + len(attr_ints(node, "axes") if node.opset < 13 else
                                 const_input(node, 1, "axes").reshape(-1))
         axes = _axes(node, out_rank, "output rank")
