@@ -138,7 +138,20 @@ class MaxUnpool(OpSpec):
                 raise fail(node, f"the unpooled shape ({', '.join(map(dim_repr, inferred))}) is negative")
         out = inferred
         if node.input(2) is not None:
-            os_ = const_input(node, 2, "output_shape")
+            from .. import dynamic
+            from ..ir import Value
+            from .common import data_input
+            from .slice_pad import check_before_run
+            os_ = getattr(node, "dyn_params", None) or data_input(node, 2, "output_shape")
+            if isinstance(os_, Value):   # from the caller: every output dim resolved before the run
+                if os_.etype != dtypes.INT64 or os_.rank != 1 or os_.shape[0] != x.rank:
+                    raise fail(node, f"input output_shape must be a 1-D int64 tensor of {x.rank} values")
+                check_before_run(node, x.shape)
+                node.dyn_params = dynamic.resolved(node, x.rank, "maxunpool.c.j2", [os_],
+                                                   {"inferred": inferred})
+                os_ = node.dyn_params
+            if isinstance(os_, list):
+                return inferred, os_
             os_ = [int(v) for v in np.asarray(os_).reshape(-1)]
             if len(os_) != x.rank or any(v < 0 for v in os_):
                 raise fail(node, f"input output_shape={os_} must have {x.rank} non-negative values")

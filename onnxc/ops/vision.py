@@ -53,12 +53,22 @@ class Col2Im(OpSpec):
     template = "vision_col2im.c.j2"
 
     def _geom(self, node):
+        from ..ir import Value
+        from .slice_pad import int_source
         x = node.inputs[0]
         if x.rank != 3:
             raise fail(node, f"input must be (N, C*prod(block_shape), L), got rank {x.rank}")
-        image = _ints(node, 1, "image_shape")
+        if getattr(node, "dyn_params", None) is not None:
+            return node.dyn_params
+        image, block = int_source(node, 1, "image_shape"), int_source(node, 2, "block_shape")
+        if image is None or block is None:
+            raise fail(node, "inputs 1 (image_shape) and 2 (block_shape) are required")
+        if isinstance(image, Value) or isinstance(block, Value):
+            node.dyn_params = self._from_data(node, image, block)
+            return node.dyn_params
         ns = len(image)
-        block = _ints(node, 2, "block_shape", ns)
+        if len(block) != ns:
+            raise fail(node, f"input block_shape has {len(block)} values, expected {ns}")
         if ns < 1 or any(v < 1 for v in image) or any(v < 1 for v in block):
             raise fail(node, f"image_shape={image} and block_shape={block} must be positive")
         dil = attr_ints(node, "dilations") or [1] * ns
@@ -84,7 +94,42 @@ class Col2Im(OpSpec):
         if isinstance(x.shape[2], int) and x.shape[2] != L:
             raise fail(node, f"input dim 2 ({x.shape[2]}) must equal the number of blocks {L} ({nb})")
         return dict(image=image, block=block, dil=dil, pads=pads[:ns], strides=strides, nb=nb,
-                    K=K, L=L, C=ck // K, ns=ns)
+                    K=K, L=L, C=ck // K, ns=ns, run=False)
+
+    def _attrs(self, node, ns):
+        dil = attr_ints(node, "dilations") or [1] * ns
+        pads = attr_ints(node, "pads") or [0] * (2 * ns)
+        strides = attr_ints(node, "strides") or [1] * ns
+        if len(dil) != ns or any(not 1 <= v <= MAX_ELEMS for v in dil):
+            raise fail(node, f"attribute dilations={dil} must give {ns} values >= 1")
+        if len(strides) != ns or any(not 1 <= v <= MAX_ELEMS for v in strides):
+            raise fail(node, f"attribute strides={strides} must give {ns} values >= 1")
+        if len(pads) != 2 * ns or any(not 0 <= v <= MAX_ELEMS for v in pads):
+            raise fail(node, f"attribute pads={pads} must give {2 * ns} values >= 0")
+        return dil, pads, strides
+
+    def _from_data(self, node, image, block):
+        """image_shape and/or block_shape from the caller: C and the image dims are resolved
+        before the run, with the block dims, block counts and prod(block) as parameters."""
+        from .. import dynamic
+        from .slice_pad import check_before_run, resolve_sources, src_len
+        x = node.inputs[0]
+        ns = src_len(image)
+        if src_len(block) != ns or ns < 1:
+            raise fail(node, f"image_shape and block_shape must have the same number (>= 1) of values")
+        dil, pads, strides = self._attrs(node, ns)
+        ck = x.shape[1]
+        if not isinstance(ck, int):
+            raise fail(node, "input dim 1 (C * prod(block_shape)) must be static")
+        check_before_run(node, x.shape)
+        ins, src = resolve_sources({"image": image, "block": block})
+        syms = dynamic.resolved(node, 1 + ns, "col2im.c.j2", ins,
+                                {**src, "ns": ns, "dil": dil, "pads": pads, "strides": strides,
+                                 "ck": ck, "L": x.shape[2], "N": x.shape[0]}, values=2 * ns + 1)
+        image_d, block_d = syms[1:1 + ns], syms[1 + ns:1 + 2 * ns]
+        nb_d, K = syms[1 + 2 * ns:1 + 3 * ns], syms[1 + 3 * ns]
+        return dict(image=image_d, block=block_d, dil=dil, pads=pads[:ns], strides=strides, nb=nb_d,
+                    K=K, L=x.shape[2], C=syms[0], ns=ns, run=True)
 
     def infer(self, node):
         x = node.inputs[0]
@@ -95,8 +140,8 @@ class Col2Im(OpSpec):
     def params(self, node):
         g = self._geom(node)
         x = node.inputs[0]
-        return {**g, "planes": x.shape[0] * g["C"], "P": int(np.prod(g["image"])),
-                "check_L": not isinstance(x.shape[2], int), "work": product(x.shape)}
+        return {**g, "planes": x.shape[0] * g["C"], "P": product(g["image"]),
+                "check_L": not g["run"] and not isinstance(x.shape[2], int), "work": product(x.shape)}
 
 
 @register
@@ -112,6 +157,14 @@ class CenterCropPad(OpSpec):
         axes = list(range(x.rank)) if axes is None else [norm_axis(node, a, x.rank, "axes") for a in axes]
         if len(set(axes)) != len(axes):
             raise fail(node, f"attribute axes={axes} has repeats")
+        if getattr(node, "dyn_params", None) is not None:
+            return node.dyn_params
+        from ..ir import Value
+        from .common import data_input
+        sv = data_input(node, 1, "shape")
+        if isinstance(sv, Value):
+            node.dyn_params = self._from_data(node, sv, axes)
+            return node.dyn_params
         shape = _ints(node, 1, "shape", len(axes))
         if any(v < 0 for v in shape):
             raise fail(node, f"input shape={shape} has negative values")
@@ -132,6 +185,25 @@ class CenterCropPad(OpSpec):
                 dst[a] = (sh - dim) // 2
         return out, src, dst, ext
 
+    def _from_data(self, node, sv, axes):
+        """shape from the caller: the listed output dims are resolved before the run, with each
+        axis's copy start in X and in Y and its copied extent as parameters."""
+        from .. import dynamic
+        from .slice_pad import check_before_run
+        x = node.inputs[0]
+        if sv.etype != dtypes.INT64 or sv.rank != 1 or sv.shape[0] != len(axes):
+            raise fail(node, f"input shape must be a 1-D int64 tensor of {len(axes)} values")
+        check_before_run(node, x.shape)
+        m = len(axes)
+        syms = dynamic.resolved(node, m, "center_crop_pad.c.j2", [sv],
+                                {"dims": [x.shape[a] for a in axes], "all": list(x.shape)},
+                                values=3 * m)
+        out, src, dst, ext = list(x.shape), [0] * x.rank, [0] * x.rank, list(x.shape)
+        for j, a in enumerate(axes):
+            out[a] = syms[j]
+            src[a], dst[a], ext[a] = syms[m + 3 * j:m + 3 * j + 3]
+        return out, src, dst, ext
+
     def infer(self, node):
         out, *_ = self._geom(node)
         return [(node.inputs[0].etype, tuple(out))]
@@ -142,7 +214,7 @@ class CenterCropPad(OpSpec):
         r = x.rank
         ist = [product(x.shape[k + 1:]) for k in range(r)]
         ost = [product(out[k + 1:]) for k in range(r)]
-        pad = any(isinstance(o, int) and isinstance(e, int) and o != e for o, e in zip(out, ext))
+        pad = any(not (isinstance(o, int) and isinstance(e, int)) or o != e for o, e in zip(out, ext))
         if r == 0:
             ext, src, dst, ist, ost = [1], [0], [0], [1], [1]
         return {"ext": ext, "src": src, "dst": dst, "ist": ist, "ost": ost, "pad": pad,
