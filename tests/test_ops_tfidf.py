@@ -121,3 +121,12 @@ def test_string_input_needs_pool_strings():
                  ngram_indexes=[0], pool_int64s=[1])
     with pytest.raises(InvalidGraph, match="pool_strings"):
         onnxc.InferenceSession(_model(TP.STRING, [4], **attrs).SerializeToString())
+
+
+@pytest.mark.parametrize("pool", [[-3, 7, 5, -3, 7, 7], [2**62, -2**62, 0, 2**62, 2**62, 1]])
+def test_extreme_values(pool):
+    """Root keys in a compact range use a direct index (first pool); sparse ones a binary search."""
+    attrs = dict(max_gram_length=2, min_gram_length=1, max_skip_count=1, mode="TFIDF", ngram_counts=[0, 3],
+                 ngram_indexes=[0, 1, 2, 3, 4], pool_int64s=pool, weights=[1.0, -2.0, 0.5, 3.0, 1.5])
+    x = np.array([[-2**63, 2**63 - 1, -3, 7, 5, 7, 0, 2**62, -2**62, 1, 2**62, 1]], np.int64)
+    _check(_model(TP.INT64, [1, 12], **attrs), x)

@@ -18,6 +18,7 @@ from .registry import OpSpec, register
 STRING, INT64, INT32 = dtypes.STRING, dtypes.INT64, dtypes.BY_NAME["int32"]
 MODES = ("TF", "IDF", "TFIDF")
 EXACT_FLOAT = 1 << 24     # counts below this are exact when accumulated in float
+DENSE_MAX = 1 << 20       # largest direct index of the trie's root keys
 
 
 class _Trie:
@@ -170,6 +171,15 @@ class TfIdfVectorizer(OpSpec):
         else:
             keys = c_array(t["keys"], "int64_t")
         weighted = bool(m.weights) and m.mode != "TF"   # TF ignores weights (as the reference)
+        # integer root keys in a compact range: a direct index replaces the root's binary search
+        dense = None
+        if not m.is_str and t["nroot"]:
+            lo, hi = t["keys"][0], t["keys"][t["nroot"] - 1]
+            if hi - lo < max(4 * t["nroot"], 256) and hi - lo < DENSE_MAX:
+                idx = [-1] * (hi - lo + 1)
+                for j in range(t["nroot"]):
+                    idx[t["keys"][j] - lo] = j
+                dense = {"lo": c_array([lo], "int64_t"), "span": hi - lo + 1, "idx": c_array(idx, "int32_t")}
         return {
             "rows": rows, "cols": cols, "out": m.out_size, "is_str": m.is_str,
             "kct": "char *const" if m.is_str else "int64_t", "ktab": keys,
@@ -180,5 +190,5 @@ class TfIdfVectorizer(OpSpec):
             "nskip": min(m.max_skip + 1, cols) if isinstance(cols, int) else min(m.max_skip + 1, 1 << 62),
             "mode": m.mode, "weighted": weighted,
             "weights": c_array(m.weights[:m.out_size], "float") if weighted else "0",
-            "direct": self._direct(node, m, t["depth"]),
+            "direct": self._direct(node, m, t["depth"]), "dense": dense,
         }
