@@ -4,17 +4,20 @@ MelWeightMatrix.
 DFT and STFT gather each line along the transformed axis into a double buffer and run
 runtime_c/onnxc_fft.h (radix-2, direct for small lengths, Bluestein otherwise), so every length
 works and the arithmetic is double whatever the storage type. Complex tensors are real tensors
-with a trailing dimension of 2 (real, imaginary); a trailing 1 means real. Parameters that shape
-the output (dft_length, onesided, frame_step, frame_length, window sizes) must be known at compile
-time; DFT-20's axis may be a run-time input when it does not change the output shape.
+with a trailing dimension of 2 (real, imaginary); a trailing 1 means real. dft_length and window
+sizes must be known at compile time. DFT-20's axis and STFT's frame_step/frame_length may be
+graph inputs: onnxc_resolve then reads them before the run and sets the output dims that follow
+(templates/c/resolve/dft_axis.c.j2, stft.c.j2) and run-time parameters the kernel reads; the
+FFT workspace is planned for the longest transform any value allows.
 """
 from __future__ import annotations
 
-from .. import dtypes
+from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
 from ..known_values import known
 from ..symbolic import product
-from .common import const_input, fail, norm_axis, schema_types
+from ..ir import Value
+from .common import const_input, data_input, fail, norm_axis, schema_types
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
@@ -51,10 +54,22 @@ def _scalar(node, i, what, lo=None) -> int | None:
     return v
 
 
-def _slots(node, n: int, lines) -> tuple[int, int]:
+def work_upto(n: int) -> int:
+    """An upper bound of fft_work(m) for every m <= n (Bluestein's m < 4n)."""
+    if n <= DIRECT_MAX:
+        return 4 * n
+    m = 1
+    while m < 2 * n - 1:
+        m <<= 1
+    return 4 * m + 2 * n
+
+
+def _slots(node, n: int, lines, work: int | None = None) -> tuple[int, int]:
+    """(slots, doubles per slot): a slot is re[n], im[n], then the FFT workspace (``work``
+    doubles when the length is only known at run time, n then being its largest value)."""
     if n > MAX_LEN:
         raise fail(node, f"transform length {n} is larger than onnxc supports ({MAX_LEN})")
-    slot = 2 * n + fft_work(n)
+    slot = 2 * n + (fft_work(n) if work is None else work)
     slots = SLOTS if not isinstance(lines, int) else max(1, min(SLOTS, lines))
     slots = max(1, min(slots, MAX_SCRATCH // (8 * slot)))
     return slots, slot
@@ -82,15 +97,24 @@ class _DFT(OpSpec):
         axis = self._axis(node)
         s = {"mode": mode, "onesided": onesided, "cin": x.shape[-1], "rank": r,
              "dims": list(x.shape[:-1])}
-        if axis is None:      # run-time axis: only when the output shape does not depend on it
-            if onesided or n is not None:
-                raise OrtNotImplemented(f"{node.describe()}: input 2 (axis) must be known at compile "
-                                        "time when onesided is set or dft_length is given")
+        if axis is None:      # run-time axis
             if not all(isinstance(d, int) for d in x.shape):
                 raise OrtNotImplemented(f"{node.describe()}: a run-time axis needs a static input shape")
-            nmax = max(x.shape[:-1])
-            s.update(runtime_axis=True, out=tuple(x.shape[:-1]) + (2,), n=nmax,
-                     lines=product(x.shape[:-1]))
+            lens = [n if n is not None else (2 * (d - 1) if mode == "irfft" else d) for d in x.shape[:-1]]
+            lens = [m for m in lens if m >= 1] or [1]
+            s.update(runtime_axis=True, n=max(lens), work=max(fft_work(m) for m in lens),
+                     lines=product(x.shape[:-1]), n_given=n)
+            if not onesided and n is None:     # the output shape does not depend on the axis
+                s.update(out=tuple(x.shape[:-1]) + (2,), axis_param=None)
+                return s
+            data_input(node, 2, "axis")         # the caller's data: onnxc_resolve can read it
+            if not hasattr(node, "dft_dyn"):   # resolved once per node
+                vals = dynamic.resolved(node, r - 1, "dft_axis.c.j2", [node.input(2)],
+                                        {"rank": r, "dims": list(x.shape[:-1]), "n": n, "mode": mode,
+                                         "onesided": onesided}, values=1)
+                node.dft_dyn = vals
+            vals = node.dft_dyn
+            s.update(out=tuple(vals[:-1]) + (1 if mode == "irfft" else 2,), axis_param=vals[-1])
             return s
         if not axis < r - 1:
             raise fail(node, f"axis {axis} is the trailing real/imaginary dimension; it must be < {r - 1}")
@@ -113,19 +137,19 @@ class _DFT(OpSpec):
 
     def infer(self, node):
         s = self._spec(node)
-        _slots(node, s["n"], s["lines"])
+        _slots(node, s["n"], s["lines"], s.get("work"))
         return [(node.inputs[0].etype, s["out"])]
 
     def params(self, node):
         s = self._spec(node)
-        s["slots"], s["slot"] = _slots(node, s["n"], s["lines"])
+        s["slots"], s["slot"] = _slots(node, s["n"], s["lines"], s.get("work"))
         s["cout"] = s["out"][-1]
         s["axis_input"] = 2
         return s
 
     def scratch(self, node):
         s = self._spec(node)
-        slots, slot = _slots(node, s["n"], s["lines"])
+        slots, slot = _slots(node, s["n"], s["lines"], s.get("work"))
         return slots * slot * 8
 
 
@@ -168,44 +192,78 @@ class STFT(OpSpec):
         x, w = node.inputs[0], node.input(2)
         if x.rank != 3 or x.shape[-1] not in (1, 2):
             raise fail(node, "input 0 (signal) must be [batch, length, 1 or 2]")
-        step = _scalar(node, 1, "frame_step", lo=1)
-        fl = _scalar(node, 3, "frame_length", lo=1)
+        step = _int_or_value(node, 1, "frame_step", lo=1)
+        fl = _int_or_value(node, 3, "frame_length", lo=1)
         if w is not None:
             if w.rank != 1:
                 raise fail(node, "input 2 (window) must be 1-D")
             if fl is None:
                 fl = w.shape[0]
-            elif w.shape[0] != fl:
+            elif isinstance(fl, int) and w.shape[0] != fl:
                 raise fail(node, f"input 2 (window) has {w.shape[0]} values but frame_length is {fl}")
         length = x.shape[1]
         if fl is None:
             fl = length
-        if not isinstance(fl, int) or not isinstance(length, int):
+        if not isinstance(length, int) or not isinstance(fl, (int, Value)) \
+                or (w is not None and not isinstance(w.shape[0], int)):
             raise OrtNotImplemented(f"{node.describe()}: signal and frame lengths must be known at "
                                     "compile time")
-        if fl > length:
+        if isinstance(fl, int) and fl > length:
             raise fail(node, f"frame_length {fl} is longer than the signal ({length})")
-        frames = 1 + (length - fl) // step
         onesided = int(node.attr("onesided", 1)) != 0
-        bins = fl // 2 + 1 if onesided else fl
-        return {"step": step, "n": fl, "frames": frames, "bins": bins, "length": length,
-                "cin": x.shape[-1], "window": w is not None, "batch": x.shape[0],
-                "lines": x.shape[0] * frames}
+        s = {"cin": x.shape[-1], "window": w is not None, "batch": x.shape[0], "length": length,
+             "nmax": fl if isinstance(fl, int) else length, "work": None}
+        if isinstance(step, Value) or isinstance(fl, Value):
+            if not hasattr(node, "stft_dyn"):    # resolved once per node
+                ins = [v for v in (step, fl) if isinstance(v, Value)]
+                dims = 1 + isinstance(fl, Value)
+                node.stft_dyn = dynamic.resolved(
+                    node, dims, "stft.c.j2", ins,
+                    {"length": length, "step": step if isinstance(step, int) else None,
+                     "fl": fl if isinstance(fl, int) else None,
+                     "wlen": None if w is None else w.shape[0], "onesided": onesided,
+                     "step_in": 0 if isinstance(step, Value) else None,
+                     "fl_in": len(ins) - 1 if isinstance(fl, Value) else None},
+                    values=len(ins))
+            vals = list(node.stft_dyn)
+            frames = vals.pop(0)
+            bins = vals.pop(0) if isinstance(fl, Value) else (fl // 2 + 1 if onesided else fl)
+            if isinstance(step, Value):
+                step = vals.pop(0)
+            if isinstance(fl, Value):
+                fl = vals.pop(0)
+                s["work"] = work_upto(length)
+        else:
+            frames = 1 + (length - fl) // step
+            bins = fl // 2 + 1 if onesided else fl
+        s.update({"step": step, "n": fl, "frames": frames, "bins": bins,
+                  "lines": x.shape[0] * frames if isinstance(frames, int) else x.shape[0] * length})
+        return s
 
     def infer(self, node):
         s = self._spec(node)
-        _slots(node, s["n"], s["lines"])
+        _slots(node, s["nmax"], s["lines"], s["work"])
         return [(node.inputs[0].etype, (s["batch"], s["frames"], s["bins"], 2))]
 
     def params(self, node):
         s = self._spec(node)
-        s["slots"], s["slot"] = _slots(node, s["n"], s["lines"])
+        s["slots"], s["slot"] = _slots(node, s["nmax"], s["lines"], s["work"])
         return s
 
     def scratch(self, node):
         s = self._spec(node)
-        slots, slot = _slots(node, s["n"], s["lines"])
+        slots, slot = _slots(node, s["nmax"], s["lines"], s["work"])
         return slots * slot * 8
+
+
+def _int_or_value(node, i, what, lo):
+    """A scalar integer input known at compile time, or the Value the caller passes."""
+    a = data_input(node, i, what)
+    if isinstance(a, Value):
+        if a.etype.name not in _INTS or any(d != 1 for d in a.shape):
+            raise fail(node, f"input {i} ({what}) must be an int32/int64 scalar")
+        return a
+    return _scalar(node, i, what, lo=lo)
 
 
 class _Window(OpSpec):
@@ -215,10 +273,8 @@ class _Window(OpSpec):
     coeffs: tuple = ()
 
     def _spec(self, node):
-        size = _scalar(node, 0, "size")
-        if size < 0:
-            raise fail(node, f"input 0 (size)={size} must be >= 0")
-        if size > 1 << 31:
+        size = _dyn_scalar(node, 0, "size", "window.c.j2", lo=0)
+        if isinstance(size, int) and size > 1 << 31:
             raise fail(node, f"input 0 (size)={size} is too large")
         et = dtypes.from_onnx(int(node.attr("output_datatype", 1)), node.describe())
         if et.name not in ("float", "double", "float16", "bfloat16", "int8", "int16", "int32",
@@ -270,9 +326,9 @@ class MelWeightMatrix(OpSpec):
                 raise fail(node, f"input {i} has element type {node.inputs[i].etype.name}")
         if node.inputs[3].etype != node.inputs[4].etype:
             raise fail(node, "inputs 3 and 4 (edge frequencies) must have the same element type")
-        bins = _scalar(node, 0, "num_mel_bins", lo=1)
-        n = _scalar(node, 1, "dft_length", lo=1)
-        if bins > 1 << 20 or n > 1 << 28 or (n // 2 + 1) * bins > 1 << 30:
+        bins, n = self._sizes(node)
+        if isinstance(bins, int) and isinstance(n, int) and (
+                bins > 1 << 20 or n > 1 << 28 or (n // 2 + 1) * bins > 1 << 30):
             raise fail(node, f"num_mel_bins={bins} x dft_length={n} is too large")
         et = dtypes.from_onnx(int(node.attr("output_datatype", 1)), node.describe())
         if et.name not in ("float", "double", "float16", "bfloat16", "int8", "int16", "int32",
@@ -280,10 +336,39 @@ class MelWeightMatrix(OpSpec):
             raise fail(node, f"output_datatype {et.name} is not a numeric type")
         return bins, n, et
 
+    def _sizes(self, node):
+        """num_mel_bins and dft_length: compile-time ints, or run-time dims when the caller
+        passes them (both checked by templates/c/resolve/melweightmatrix.c.j2)."""
+        from .. import dynamic
+        from ..ir import Value
+        from .common import data_input
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:
+            return dyn["bins"], dyn["n"]
+        src = [data_input(node, i, w) for i, w in ((0, "num_mel_bins"), (1, "dft_length"))]
+        if not any(isinstance(v, Value) for v in src):
+            return _scalar(node, 0, "num_mel_bins", lo=1), _scalar(node, 1, "dft_length", lo=1)
+        ins, lit = [], []
+        for i, v in enumerate(src):
+            if isinstance(v, Value):
+                if product(v.shape) != 1:
+                    raise fail(node, f"input {i} must be a scalar, got shape {v.shape}")
+                ins.append(v)
+                lit.append(None)
+            else:
+                lit.append(_scalar(node, i, ("num_mel_bins", "dft_length")[i], lo=1))
+        dims = iter(dynamic.resolved(node, len(ins), "melweightmatrix.c.j2", ins, {"lit": lit}))
+        bins, n = (next(dims) if x is None else x for x in lit)
+        node.dyn_params = {"bins": bins, "n": n}
+        return bins, n
+
     def infer(self, node):
+        from ..symbolic import floordiv
         bins, n, et = self._spec(node)
-        return [(et, (n // 2 + 1, bins))]
+        return [(et, (floordiv(n, 2) + 1, bins))]
 
     def params(self, node):
+        from ..symbolic import floordiv
         bins, n, _ = self._spec(node)
-        return {"bins": bins, "n": n, "spec": n // 2 + 1}
+        spec = floordiv(n, 2) + 1
+        return {"bins": bins, "n": n, "spec": spec, "total": spec * bins}
