@@ -6,6 +6,12 @@ here exactly as onnx.reference does (coordinate transformation, nearest rounding
 antialiased coefficients, exclude_outside renormalisation, edge clamping, tf_crop_and_resize
 extrapolation). The kernel applies one axis after the other in float64 (as the reference does)
 and rounds/saturates once at the end.
+
+Scales, sizes or roi fed as graph inputs ("dynamic" plan): onnxc_resolve computes the output
+sizes (sizes, keep_aspect_ratio_policy, scales), the antialias filter widths and, as run-time
+parameters, each axis's scale and roi (doubles carried in int64 bits) before the run
+(templates/c/resolve/resize.c.j2); the kernel builds each axis's taps with the same formulas in
+C, then runs the passes it needs (an identity axis is skipped) through two double buffers.
 """
 from __future__ import annotations
 
@@ -13,10 +19,11 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
-from ..symbolic import product
-from .common import attr_enum, const_input, fail, norm_axis
+from ..ir import Value
+from ..symbolic import dmax, product
+from .common import attr_enum, data_input, fail, norm_axis
 from .registry import OpSpec, register
 
 D = dtypes.BY_NAME
@@ -130,11 +137,13 @@ class _ResizeBase(OpSpec):
     def plan(self, node) -> dict:
         x = node.inputs[0]
         shape = list(x.shape)
-        if not all(isinstance(d, int) for d in shape):
-            raise OrtNotImplemented(f"{node.describe()}: a symbolic input shape is not supported yet")
         if x.etype.name not in SUPPORTED:
             raise OrtNotImplemented(f"{node.describe()}: element type {x.etype.name} is not supported")
         s = self.settings(node)
+        if any(isinstance(s[k], Value) for k in ("scales", "sizes", "roi")):
+            return self.plan_dynamic(node, s)
+        if not all(isinstance(d, int) for d in shape):
+            raise OrtNotImplemented(f"{node.describe()}: a symbolic input shape is not supported yet")
         r = len(shape)
         scales, sizes, roi, axes = s["scales"], s["sizes"], s["roi"], s["axes"]
         if axes is None:
@@ -195,6 +204,66 @@ class _ResizeBase(OpSpec):
                            "numel": product(cur)})
         return {"out_shape": out_shape, "passes": passes, "ev": float(s["ev"])}
 
+    def plan_dynamic(self, node, s) -> dict:
+        """Output dims, filter widths, scales and roi resolved before the run (once per node)."""
+        x = node.inputs[0]
+        shape, r = list(x.shape), x.rank
+        axes = list(range(r)) if s["axes"] is None else s["axes"]
+        if len(set(axes)) != len(axes):
+            raise fail(node, f"attribute axes={axes} has duplicates")
+        k = len(axes)
+        ins, where = [], {}
+        for name, n, types in (("sizes", k, ("int64",)), ("scales", k, ("float", "double")),
+                               ("roi", 2 * k, ("float", "double"))):
+            a = s[name]
+            if a is None:
+                continue
+            size = product(a.shape) if isinstance(a, Value) else a.size
+            if size != n:
+                raise fail(node, f"{name} has {size} values, expected {n}")
+            if isinstance(a, Value):
+                if a.etype.name not in types:
+                    raise OrtNotImplemented(f"{node.describe()}: {name} of type {a.etype.name} is not "
+                                            f"supported ({', '.join(types)})")
+                where[name] = len(ins)
+                ins.append(a)
+            elif name == "sizes" and np.any(a < 0):
+                raise fail(node, f"sizes {a.tolist()} must be non-negative")
+            elif name == "scales" and any(not v > 0 or not math.isfinite(v) for v in a.tolist()):
+                raise fail(node, f"scales {a.tolist()} must be positive and finite")
+            elif name == "roi" and not all(math.isfinite(v) for v in a.tolist()):
+                raise fail(node, f"roi {a.tolist()} must be finite")
+        if s["sizes"] is None and s["scales"] is None:
+            raise fail(node, f"scales must have {k} values (one per resized axis)")
+        aa = s["antialias"] and s["mode"] in ("linear", "cubic")
+        taps_static = {"nearest": 2, "linear": 2, "cubic": 4}[s["mode"]]
+        use_roi = s["roi"] is not None
+        if not hasattr(node, "resize_dyn"):
+            def static(name, fmt):
+                a = s[name]
+                return None if a is None or isinstance(a, Value) else [fmt(v) for v in a.tolist()]
+            node.resize_dyn = dynamic.resolved(
+                node, k * (2 if aa else 1), "resize.c.j2", ins,
+                {"k": k, "din": [shape[a] for a in axes], "where": where, "policy": s["policy"],
+                 "sizes": static("sizes", int), "scales": static("scales", repr),
+                 "roi": static("roi", repr), "use_roi": use_roi, "aa": aa, "mode": s["mode"],
+                 "max_taps": MAX_TAPS},
+                values=k * (3 if use_roi else 1))
+        vals = list(node.resize_dyn)
+        outd, vals = vals[:k], vals[k:]
+        taps = vals[:k] if aa else [taps_static] * k
+        vals = vals[k:] if aa else vals
+        out_shape, big = list(shape), list(shape)
+        for i, a in enumerate(axes):
+            out_shape[a] = outd[i]
+            big[a] = dmax(shape[a], outd[i])
+        return {"dynamic": True, "out_shape": out_shape, "axes": axes, "outd": outd, "taps": taps,
+                "scale": vals[:k], "r0": vals[k:2 * k] if use_roi else None,
+                "r1": vals[2 * k:] if use_roi else None, "ctm": s["ctm"], "mode": s["mode"],
+                "nm": s["nm"], "A": repr(float(s["A"])), "aa": aa, "exclude": s["exclude"],
+                "ev": float(s["ev"]), "buf": product(big),
+                "tab": sum((outd[i] * taps[i] for i in range(k)), 0), "nq": sum(outd, 0)}
+
     def infer(self, node):
         x = node.inputs[0]
         return [(x.etype, tuple(self.plan(node)["out_shape"]))]
@@ -202,7 +271,7 @@ class _ResizeBase(OpSpec):
     def params(self, node):
         x = node.inputs[0]
         pl = self.plan(node)
-        buf = max([p["numel"] for p in pl["passes"][:-1]] + [0])
+        buf = pl["buf"] if pl.get("dynamic") else max([p["numel"] for p in pl["passes"][:-1]] + [0])
         et = x.etype
         if et.name in ("float", "double", "float16", "bfloat16"):
             lo = hi = None
@@ -214,6 +283,8 @@ class _ResizeBase(OpSpec):
 
     def scratch(self, node):
         pl = self.plan(node)
+        if pl.get("dynamic"):    # two double buffers, then one axis's taps (indices, weights, flags)
+            return 8 * (2 * pl["buf"] + 2 * pl["tab"]) + pl["nq"] + 64
         mids = [p["numel"] for p in pl["passes"][:-1]]
         return 8 * (max(mids[0::2] + [0]) + max(mids[1::2] + [0])) + 64
 
@@ -238,10 +309,11 @@ class Resize(_ResizeBase):
         mode = attr_enum(node, "mode", ("nearest", "linear", "cubic") if op >= 11 else ("nearest", "linear"))
         x = node.inputs[0]
         if op < 11:
-            scales = const_input(node, 1, "scales")
-            return {"scales": np.asarray(scales, np.float64).ravel(), "sizes": None, "roi": None,
+            scales = _data(node, 1, "scales", np.float64)
+            return {"scales": scales, "sizes": None, "roi": None,
                     "axes": None, "policy": "stretch", "ctm": "asymmetric", "exclude": False, "ev": 0.0,
-                    "coeffs": _coeffs(node, mode, "floor", False, -0.75)}
+                    "coeffs": _coeffs(node, mode, "floor", False, -0.75),
+                    "mode": mode, "nm": "floor", "A": -0.75, "antialias": False}
         ctm = attr_enum(node, "coordinate_transformation_mode",
                         CTM if op >= 19 else tuple(c for c in CTM if c != "half_pixel_symmetric")
                         + (("tf_half_pixel_for_nn",) if op == 11 else ()))
@@ -254,25 +326,21 @@ class Resize(_ResizeBase):
             axes = [norm_axis(node, int(a), x.rank, "axes") for a in axes]
         policy = attr_enum(node, "keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller")) \
             if op >= 18 else "stretch"
-        roi = const_input(node, 1, "roi") if ctm == "tf_crop_and_resize" else None
-        scales = const_input(node, 2, "scales")
-        sizes = const_input(node, 3, "sizes") if len(node.inputs) > 3 else None
-        if scales is not None and scales.size == 0:
-            scales = None
-        if sizes is not None and sizes.size == 0:
-            sizes = None
+        roi = _data(node, 1, "roi", np.float64) if ctm == "tf_crop_and_resize" else None
+        scales = _data(node, 2, "scales", np.float64)
+        sizes = _data(node, 3, "sizes", np.int64) if len(node.inputs) > 3 else None
         if (scales is None) == (sizes is None):
             raise fail(node, "exactly one of scales and sizes must be given")
         if ctm == "tf_half_pixel_for_nn":
             raise OrtNotImplemented(f"{node.describe()}: coordinate_transformation_mode "
                                     "tf_half_pixel_for_nn is not supported")
         exclude = int(node.attr("exclude_outside", 0) or 0)
-        return {"scales": None if scales is None else np.asarray(scales, np.float64).ravel(),
-                "sizes": None if sizes is None else np.asarray(sizes, np.int64).ravel(),
-                "roi": None if roi is None else np.asarray(roi, np.float64).ravel(),
+        A = float(node.attr("cubic_coeff_a", -0.75))
+        return {"scales": scales, "sizes": sizes, "roi": roi,
                 "axes": axes, "policy": policy, "ctm": ctm, "exclude": bool(exclude),
                 "ev": float(node.attr("extrapolation_value", 0.0) or 0.0),
-                "coeffs": _coeffs(node, mode, nm, antialias, float(node.attr("cubic_coeff_a", -0.75)))}
+                "coeffs": _coeffs(node, mode, nm, antialias, A),
+                "mode": mode, "nm": nm, "A": A, "antialias": bool(antialias)}
 
 
 @register
@@ -284,9 +352,26 @@ class Upsample(_ResizeBase):
     def settings(self, node):
         mode = attr_enum(node, "mode", ("nearest", "linear", "bilinear"))
         mode = "linear" if mode == "bilinear" else mode
-        scales = node.attr("scales") if node.opset < 9 else const_input(node, 1, "scales")
+        if node.opset < 9:
+            scales = node.attr("scales")
+            scales = None if scales is None else np.asarray(scales, np.float64).ravel()
+        else:
+            scales = _data(node, 1, "scales", np.float64)
         if scales is None:
             raise fail(node, "scales are required")
-        return {"scales": np.asarray(scales, np.float64).ravel(), "sizes": None, "roi": None, "axes": None,
+        return {"scales": scales, "sizes": None, "roi": None, "axes": None,
                 "policy": "stretch", "ctm": "asymmetric", "exclude": False, "ev": 0.0,
-                "coeffs": _coeffs(node, mode, "floor", False, -0.75)}
+                "coeffs": _coeffs(node, mode, "floor", False, -0.75),
+                "mode": mode, "nm": "floor", "A": -0.75, "antialias": False}
+
+
+def _data(node, i, what, dt):
+    """Input i as a flat numpy array, the Value the caller passes (read before the run), or
+    None when omitted or empty."""
+    if node.input(i) is None:
+        return None
+    a = data_input(node, i, what)
+    if isinstance(a, Value):
+        return a if product(a.shape) != 0 else None
+    a = np.asarray(a, dt).ravel()
+    return a if a.size else None
