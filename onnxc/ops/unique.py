@@ -60,8 +60,14 @@ class Unique(OpSpec):
         # slices of a rank >= 2 input are compared with == (NaN never equal, as numpy)
         slices = axis is not None and x.rank >= 2
         return {"count": node.unique_count, "outer": outer, "n": d, "inner": inner, "kind": kind,
-                "slices": slices, "sorted": int(node.attr("sorted", 1)) == 1}
+                "slices": slices, "sorted": int(node.attr("sorted", 1)) == 1, "carry": self._keys(node)}
+
+    def _keys(self, node):
+        """One element per slice: the sort moves copies of the values too (no gathers)."""
+        _, outer, _, inner = self._spec(node)
+        return outer == 1 and inner == 1
 
     def scratch(self, node):
         _, _, d, _ = self._spec(node)
-        return 5 * 8 * d     # perm, merge buffer / group of each element, first, count, rank
+        keys = 2 * node.inputs[0].etype.itemsize * d if self._keys(node) else 0
+        return 5 * 8 * d + keys  # perm, merge buffer / group of each element, first, count, rank; keys
