@@ -202,7 +202,7 @@ class _ResizeBase(OpSpec):
                            "w": ", ".join(repr(float(v)) for v in w.ravel()),
                            "ext": ", ".join(str(int(v)) for v in ext) if ext.any() else None,
                            "numel": product(cur)})
-        return {"out_shape": out_shape, "passes": passes, "ev": float(s["ev"])}
+        return {"dynamic": False, "out_shape": out_shape, "passes": passes, "ev": float(s["ev"])}
 
     def plan_dynamic(self, node, s) -> dict:
         """Output dims, filter widths, scales and roi resolved before the run (once per node)."""
