@@ -1,6 +1,8 @@
 """Slice, Split and Pad. Bounds are resolved in Python (clamping as onnx specifies) and each
 op becomes strided copies (strided.c.j2); Pad's reflect/edge/wrap modes map every output
-coordinate back into the input (pad.c.j2).
+coordinate back into the input (pad.c.j2). Starts/ends/axes/steps, split sizes and pads/axes the
+caller passes are clamped and checked before the run instead (templates/c/resolve/slice.c.j2,
+split.c.j2, pad.c.j2): counts and sizes become run-time dims, firsts and steps parameters.
 
 Static dims are resolved exactly. A symbolic dim may be sliced with non-negative starts and
 ends (its extent becomes min/max expressions evaluated at run time); anything else on a
@@ -8,7 +10,7 @@ symbolic dim is reported as not implemented rather than guessed.
 """
 from __future__ import annotations
 
-from .. import dtypes, dynamic
+from .. import dynamic
 from ..errors import NotImplemented as OrtNotImplemented
 from ..ir import Value
 from ..symbolic import Dim, Expr, dmax, dmin, product
@@ -183,7 +185,7 @@ class Slice(OpSpec):
             dyn = _axes_list(node, axes, x.rank, n)
         if isinstance(steps, list) and 0 in steps:
             raise fail(node, f"steps {steps} has a 0")
-        check_before_run(node, x.shape)
+        check_before_run(node, [x.shape[a] for a in dyn])
         ins, src = resolve_sources({"starts": starts, "ends": ends, "axes": axes, "steps": steps})
         m = len(dyn)
         syms = dynamic.resolved(node, m, "slice.c.j2", ins,
@@ -347,7 +349,7 @@ class Pad(OpSpec):
         if src_len(pads) != 2 * n:
             raise fail(node, f"pads has {src_len(pads)} values, expected {2 * n}")
         dyn = list(range(x.rank)) if isinstance(axes, Value) else _axes_list(node, axes, x.rank, n)
-        check_before_run(node, x.shape)
+        check_before_run(node, [x.shape[a] for a in dyn])
         ins, src = resolve_sources({"pads": pads, "axes": axes})
         m = len(dyn)
         syms = dynamic.resolved(node, m, "pad.c.j2", ins,

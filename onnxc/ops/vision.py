@@ -193,7 +193,7 @@ class CenterCropPad(OpSpec):
         x = node.inputs[0]
         if sv.etype != dtypes.INT64 or sv.rank != 1 or sv.shape[0] != len(axes):
             raise fail(node, f"input shape must be a 1-D int64 tensor of {len(axes)} values")
-        check_before_run(node, x.shape)
+        check_before_run(node, [x.shape[a] for a in axes])
         m = len(axes)
         syms = dynamic.resolved(node, m, "center_crop_pad.c.j2", [sv],
                                 {"dims": [x.shape[a] for a in axes], "all": list(x.shape)},
