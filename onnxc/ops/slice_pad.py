@@ -382,6 +382,8 @@ class Pad(OpSpec):
             if arr.size != 1:
                 raise fail(node, f"input 2 (constant_value) has {arr.size} elements, expected 1")
             return c_literal(arr[0], x.etype), None
+        if product(v.shape) != 1:   # read at run time: exactly one element (no symbolic count)
+            raise fail(node, "input 2 (constant_value) must hold one value")
         return None, 2
 
     def params(self, node):
