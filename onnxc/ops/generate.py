@@ -1,17 +1,19 @@
 """Ops whose output comes from shapes or constants rather than input data: Shape, Size,
-ConstantOfShape, Range, EyeLike. The output shape must be known at compile time (constant
-inputs); the values are written by generated C — Shape and Size write symbolic dims as the
-run-time values of their C expressions."""
+ConstantOfShape, Range, EyeLike. ConstantOfShape's shape and Range's start/limit/delta may be
+graph inputs: the output dims are then run-time dims (onnxc.dynamic) that onnxc_resolve computes
+from the data (templates/c/resolve/); the values are written by generated C — Shape and Size write
+symbolic dims as the run-time values of their C expressions."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
+from ..ir import Value
 from ..symbolic import product
-from .common import const_input, fail
+from .common import const_input, data_input, fail
 from .registry import OpSpec, register
 from .tile_expand import c_literal, check_size
 
@@ -74,7 +76,17 @@ class ConstantOfShape(_Gen):
         return et, arr.reshape(())
 
     def _shape(self, node):
-        arr = const_input(node, 0, "shape")
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:
+            return dyn["shape"]
+        arr = data_input(node, 0, "shape")
+        if isinstance(arr, Value):
+            if arr.rank != 1 or arr.etype != dtypes.INT64:
+                raise fail(node, "input 0 (shape) must be a 1-D int64 tensor")
+            n = arr.shape[0]
+            shape = dynamic.resolved(node, n, "constantofshape.c.j2", [arr]) if n else []
+            node.dyn_params = {"shape": shape}
+            return shape
         if arr is None or arr.ndim != 1:
             raise fail(node, "input 0 (shape) must be a 1-D tensor")
         shape = [int(d) for d in arr.tolist()]
@@ -101,42 +113,82 @@ class Range(_Gen):
     TYPES = ("float", "double", "int16", "int32", "int64", "float16", "bfloat16")
 
     def _spec(self, node):
-        vals = []
-        for i, what in enumerate(("start", "limit", "delta")):
-            a = const_input(node, i, what)
-            if a is None or a.size != 1:
-                raise fail(node, f"input {i} ({what}) must be a scalar")
-            vals.append(a.reshape(()))
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:
+            return dyn
         et = node.inputs[0].etype
         if et.name not in self.TYPES:
             raise OrtNotImplemented(f"{node.describe()}: Range of {et.name} is not supported")
         if any(node.inputs[i].etype != et for i in (1, 2)):
             raise fail(node, "start, limit and delta must have the same type")
+        vals = []
+        for i, what in enumerate(("start", "limit", "delta")):
+            a = data_input(node, i, what)
+            if a is None or product(a.shape) != 1:
+                raise fail(node, f"input {i} ({what}) must be a scalar")
+            vals.append(a if isinstance(a, Value) else a.reshape(()))
+        if any(isinstance(v, Value) for v in vals):
+            node.dyn_params = self._from_data(node, et, vals)
+            return node.dyn_params
         if et.is_float:
             s, l, d = (float(np.asarray(v, np.float64)) for v in vals)
             if d == 0 or not all(map(math.isfinite, (s, l, d))):
                 raise fail(node, f"cannot make a range from {s} to {l} by {d}")
-            n = max(int(math.ceil((l - s) / d)), 0)
+            cv = [np.asarray(v, self._count_type(node, et)) for v in vals]
+            with np.errstate(all="ignore"):   # the count in the input's (or stash) type
+                q = float(np.asarray((cv[1] - cv[0]) / cv[2], np.float64))
+            if not math.isfinite(q):
+                raise fail(node, f"cannot make a range from {s} to {l} by {d}")
+            n = max(int(math.ceil(q)), 0)
         else:
             s, l, d = (int(v) for v in vals)
             if d == 0:
                 raise fail(node, "input 2 (delta) is 0")
             n = max(-(-(l - s) // d), 0)
         check_size(node, [n])
-        return et, s, d, n
+        return {"et": et, "start": s, "delta": d, "n": n}
+
+    @staticmethod
+    def _count_type(node, et):
+        """The element count is computed in the inputs' type; float16/bfloat16 in stash_type
+        (float unless double is asked for), as their inputs are cast to it (opset 27)."""
+        if et.name in ("float16", "bfloat16"):
+            return np.float64 if int(node.attr("stash_type", 1)) == 11 else np.float32
+        return et.np
+
+    def _from_data(self, node, et, vals) -> dict:
+        """Some of start/limit/delta are graph inputs: the count is a run-time dim; the kernel
+        reads start and delta from the data."""
+        for i, v in enumerate(vals):
+            if not isinstance(v, Value) and et.is_float and not math.isfinite(float(v)):
+                raise fail(node, f"input {i} is {float(v)}: cannot make a range")
+        ins = [v for v in vals if isinstance(v, Value)]
+        src = [ins.index(v) if isinstance(v, Value) else None for v in vals]
+        lit = [None if isinstance(v, Value) else c_literal(v, et) for v in vals]
+        ct = "int64_t" if not et.is_float else np.dtype(self._count_type(node, et)).name
+        n, = dynamic.resolved(node, 1, "range.c.j2", ins, {"et": et.name, "src": src, "lit": lit,
+                                                          "ct": {"float32": "float", "float64": "double"}.get(ct, ct)})
+        return {"et": et, "start": None if src[0] is not None else float(vals[0]) if et.is_float
+                else int(vals[0]), "delta": None if src[2] is not None else float(vals[2])
+                if et.is_float else int(vals[2]), "n": n}
 
     def infer(self, node):
-        et, _, _, n = self._spec(node)
-        return [(et, (n,))]
+        s = self._spec(node)
+        return [(s["et"], (s["n"],))]
 
     def params(self, node):
-        et, s, d, n = self._spec(node)
+        s = self._spec(node)
+        et = s["et"]
+        start, delta = s["start"], s["delta"]
         if et.is_float:   # numpy.arange: double, the step re-derived from the first two values
             low = et.name in ("float16", "bfloat16") and node.opset >= 27
             cs = "float" if low and int(node.attr("stash_type", 1)) == 1 else "double"
-            return {"kind": "range", "ctype": cs, "start": repr(s), "delta": repr(d), "float": True}
-        return {"kind": "range", "ctype": "int64_t", "start": f"INT64_C({s})", "delta": f"INT64_C({d})",
-                "float": False}
+            return {"kind": "range", "ctype": cs, "float": True,
+                    "start": None if start is None else repr(start),
+                    "delta": None if delta is None else repr(delta)}
+        return {"kind": "range", "ctype": "int64_t", "float": False,
+                "start": None if start is None else f"INT64_C({start})",
+                "delta": None if delta is None else f"INT64_C({delta})"}
 
 
 @register

@@ -268,12 +268,24 @@ def _int_or_value(node, i, what, lo):
 
 class _Window(OpSpec):
     since = 17
-    template = "window.c.j2"
-    # w[i] = a0 - a1 cos(2 pi i / N) + a2 cos(4 pi i / N); N = size (periodic) or size - 1
-    coeffs: tuple = ()
+    template = "window.c.j2"   # N = size (periodic) or size - 1
+
+    def _size(self, node):
+        """An int at compile time, else a run-time dim checked by templates/c/resolve/window.c.j2."""
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:
+            return dyn["size"]
+        v = data_input(node, 0, "size")
+        if not isinstance(v, Value):
+            return _scalar(node, 0, "size", lo=0)
+        if product(v.shape) != 1:
+            raise fail(node, f"input 0 (size) must be a scalar, got shape {v.shape}")
+        d, = dynamic.resolved(node, 1, "window.c.j2", [v])
+        node.dyn_params = {"size": d}
+        return d
 
     def _spec(self, node):
-        size = _dyn_scalar(node, 0, "size", "window.c.j2", lo=0)
+        size = self._size(node)
         if isinstance(size, int) and size > 1 << 31:
             raise fail(node, f"input 0 (size)={size} is too large")
         et = dtypes.from_onnx(int(node.attr("output_datatype", 1)), node.describe())
@@ -289,27 +301,23 @@ class _Window(OpSpec):
     def params(self, node):
         size, et = self._spec(node)
         periodic = int(node.attr("periodic", 1)) != 0
-        a0, a1, a2 = (repr(float(c)) for c in self.coeffs)
-        return {"size": size, "N": size if periodic else size - 1, "a0": a0, "a1": a1, "a2": a2,
-                "hann": self.op_type == "HannWindow", "int_out": not et.is_float}
+        return {"size": size, "N": size if periodic else size - 1, "kind": self.op_type[:-6].lower(),
+                "int_out": not et.is_float}
 
 
 @register
 class HannWindow(_Window):
     op_type = "HannWindow"
-    coeffs = (0.5, 0.5, 0.0)
 
 
 @register
 class HammingWindow(_Window):
     op_type = "HammingWindow"
-    coeffs = (25.0 / 46.0, 21.0 / 46.0, 0.0)
 
 
 @register
 class BlackmanWindow(_Window):
     op_type = "BlackmanWindow"
-    coeffs = (0.42, 0.5, 0.08)
 
 
 @register

@@ -12,9 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, dynamic
+from ..ir import Value
 from ..symbolic import Dim, Expr, dim_repr, floordiv, product
-from .common import attr_enum, attr_int, broadcast, const_input, contiguous_strides, fail
+from .common import attr_enum, attr_int, broadcast, const_input, contiguous_strides, data_input, fail
 from .registry import OpSpec, register
 
 MAX_ELEMS = 1 << 40     # static output sizes beyond this are a clear error, not an allocation
@@ -92,6 +93,16 @@ def _shape_input(node, i: int, what: str) -> list[int]:
     return [int(v) for v in arr.tolist()]
 
 
+def _shape_value(node, i: int, what: str, length: int | None = None) -> Value:
+    """A 1-D int64 shape-like input the caller passes (its values resolved before the run)."""
+    v = node.input(i)
+    if v.rank != 1 or v.etype != dtypes.INT64:
+        raise fail(node, f"input {i} ({what}) must be a 1-D int64 tensor")
+    if length is not None and v.shape[0] != length:
+        raise fail(node, f"input {i} ({what}) has {v.shape[0]} values, expected {length}")
+    return v
+
+
 @register
 class Expand(_Move):
     op_type = "Expand"
@@ -99,6 +110,9 @@ class Expand(_Move):
 
     def infer(self, node):
         x = node.inputs[0]
+        arr = data_input(node, 1, "shape")
+        if isinstance(arr, Value):
+            return [(x.etype, self._from_data(node, _shape_value(node, 1, "shape")))]
         shape = _shape_input(node, 1, "shape")
         if any(d < 0 for d in shape):
             raise fail(node, f"input 1 (shape) {shape} has a negative dimension")
@@ -106,12 +120,52 @@ class Expand(_Move):
         check_size(node, out)
         return [(x.etype, out)]
 
+    def _from_data(self, node, v: Value) -> tuple:
+        """Target shape from the caller's data: a target dim over an input dim of 1 (or none) is
+        a new dim; over a static dim d it must be 1 or d (checked before the run); over a
+        symbolic dim e the output dim is new and a run-time flag (e != 1) scales e's stride."""
+        x = node.inputs[0]
+        n = v.shape[0]
+        r = max(n, x.rank)
+        xshape = [None] * (r - x.rank) + list(x.shape)
+        kinds = []
+        for j in range(n):
+            xd = xshape[r - n + j]
+            kinds.append("new" if xd is None or xd == 1 else "fix" if isinstance(xd, int) else "sym")
+        if not kinds:
+            node.dyn_params = {"flags": {}}
+            return tuple(x.shape)
+        n_dims = sum(k != "fix" for k in kinds)
+        n_flags = sum(k == "sym" for k in kinds)
+        syms = dynamic.resolved(node, n_dims, "expand.c.j2", [v],
+                                {"n": n, "kinds": kinds, "xdims": xshape[r - n:], "lead": xshape[:r - n],
+                                 "new_idx": [j for j, k in enumerate(kinds) if k != "fix"],
+                                 "sym_idx": [j for j, k in enumerate(kinds) if k == "sym"]},
+                                values=max(n_flags, 1))
+        dims, flags = iter(syms[:n_dims]), iter(syms[n_dims:])
+        out = list(xshape[:r - n])
+        sym_flags = {}
+        for j, kind in enumerate(kinds):
+            k = r - n + j
+            if kind == "fix":
+                out.append(xshape[k])
+            else:
+                out.append(next(dims))
+                if kind == "sym":
+                    sym_flags[k] = next(flags)
+        node.dyn_params = {"flags": sym_flags}
+        return tuple(out)
+
     def params(self, node):
         x, y = node.inputs[0], node.outputs[0]
         r = y.rank
         xshape = [1] * (r - x.rank) + list(x.shape)
         xstr = [0] * (r - x.rank) + contiguous_strides(x.shape)
         xs = [0 if (isinstance(xd, int) and xd == 1) else s for xd, s in zip(xshape, xstr)]
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:   # the target came from data: onnxc_resolve checked every dim
+            xs = [s * dyn["flags"][k] if k in dyn["flags"] else s for k, s in enumerate(xs)]
+            return movement_params([strided_copy(y.shape, xs, contiguous_strides(y.shape))])
         # a symbolic input dim broadcast to a static one must equal it at run time
         checks = [(xd, yd) for xd, yd in zip(xshape, y.shape) if isinstance(xd, Expr) and not _same(xd, yd)]
         return movement_params([strided_copy(y.shape, xs, contiguous_strides(y.shape))], checks=checks)
@@ -122,8 +176,17 @@ class Tile(_Move):
     op_type = "Tile"
     since = 6
 
-    def _repeats(self, node) -> list[int]:
+    def _repeats(self, node) -> list[Dim]:
         x = node.inputs[0]
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:
+            return dyn["reps"]
+        arr = data_input(node, 1, "repeats")
+        if isinstance(arr, Value):
+            v = _shape_value(node, 1, "repeats", x.rank)
+            reps = dynamic.resolved(node, x.rank, "tile.c.j2", [v], {"xshape": list(x.shape)}) if x.rank else []
+            node.dyn_params = {"reps": reps}
+            return reps
         reps = _shape_input(node, 1, "repeats")
         if len(reps) != x.rank:
             raise fail(node, f"input 1 (repeats) has {len(reps)} values for an input of rank {x.rank}")

@@ -229,8 +229,15 @@ class AffineGrid(OpSpec):
     template = "vision_affine_grid.c.j2"
 
     def _geom(self, node):
+        from ..ir import Value
+        from .common import data_input
         theta = node.inputs[0]
         check_float(node, theta.etype)
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is None and isinstance(data_input(node, 1, "size"), Value):
+            dyn = self._from_data(node, node.inputs[1])
+        if dyn is not None:
+            return dyn["size"], dyn["nd"]
         size = _ints(node, 1, "size")
         if len(size) not in (4, 5) or any(v < 0 for v in size):
             raise fail(node, f"input size={size} must be (N, C, H, W) or (N, C, D, H, W), non-negative")
@@ -242,6 +249,20 @@ class AffineGrid(OpSpec):
             raise fail(node, f"theta's batch {theta.shape[0]} differs from size[0]={size[0]}")
         return size, nd
 
+    def _from_data(self, node, v):
+        """size passed by the caller: the spatial dims are run-time dims, N must equal theta's
+        batch (templates/c/resolve/affinegrid.c.j2 checks both before the run)."""
+        from .. import dynamic
+        theta = node.inputs[0]
+        if v.rank != 1 or v.etype != dtypes.INT64 or v.shape[0] not in (4, 5):
+            raise fail(node, "input 1 (size) must be a 1-D int64 tensor of 4 or 5 values")
+        nd = v.shape[0] - 2
+        if theta.rank != 3 or theta.shape[1:] != (nd, nd + 1):
+            raise fail(node, f"theta must be (N, {nd}, {nd + 1}) for a size of {nd + 2} values")
+        sp = dynamic.resolved(node, nd, "affinegrid.c.j2", [v], {"n": theta.shape[0], "nd": nd})
+        node.dyn_params = {"size": [theta.shape[0], None, *sp], "nd": nd}
+        return node.dyn_params
+
     def infer(self, node):
         size, nd = self._geom(node)
         return [(node.inputs[0].etype, (size[0], *size[2:], nd))]
@@ -249,15 +270,9 @@ class AffineGrid(OpSpec):
     def params(self, node):
         size, nd = self._geom(node)
         sp = [1] * (3 - nd) + size[2:]            # (D, H, W), D = 1 in 2-D
-        ac = bool(node.attr("align_corners", 0))
-        base = []
-        for s in sp:   # base coordinate of index i along a dim: a + i * b (in double, as np.arange)
-            if ac:
-                base.append((-1.0, 2.0 / (s - 1) if s > 1 else 0.0))
-            else:
-                base.append((-1.0 + 1.0 / s, 2.0 / s))
-        return {"N": size[0], "sp": sp, "nd": nd, "base": [[repr(a), repr(b)] for a, b in base],
-                "work": int(np.prod(size[:1] + sp))}
+        # base coordinate of index i along a dim: a + i * b, computed in double in the kernel
+        return {"N": size[0], "sp": sp, "nd": nd, "ac": bool(node.attr("align_corners", 0)),
+                "row": sp[2] * nd, "work": product(size[:1] + sp)}
 
 
 _GS_MODES = {16: {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"},
