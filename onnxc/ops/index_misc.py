@@ -68,19 +68,37 @@ class OneHot(OpSpec):
         ind, vals = node.inputs[0], node.input(2)
         if vals is None or product(vals.shape) != 2 and isinstance(product(vals.shape), int):
             raise fail(node, "input 2 (values) must hold [off_value, on_value]")
-        d = _scalar_const(node, 1, "depth")
-        depth = float(d)
-        if not math.isfinite(depth):
-            raise fail(node, f"input 1 (depth) is {depth}")
-        # numpy.arange(depth) semantics for a float depth; onnxruntime truncates
-        n = max(int(math.ceil(depth)), 0)
-        if n < 1:
-            raise fail(node, f"input 1 (depth) must be >= 1, got {depth}")
         axis = norm_axis(node, int(node.attr("axis", -1)), ind.rank + 1, "axis")
+        n = self._depth(node)
         shape = list(ind.shape)
         shape.insert(axis, n)
         check_size(node, shape)
         return axis, n, shape
+
+    def _depth(self, node):
+        """numpy.arange(depth) semantics for a float depth (onnxruntime truncates); a depth the
+        caller passes is a run-time dim (templates/c/resolve/onehot.c.j2)."""
+        from .. import dynamic
+        from ..ir import Value
+        from .common import data_input
+        dyn = getattr(node, "dyn_params", None)
+        if dyn is not None:
+            return dyn["depth"]
+        d = data_input(node, 1, "depth")
+        if isinstance(d, Value):
+            if product(d.shape) != 1:
+                raise fail(node, f"input 1 (depth) must hold one value, it has {product(d.shape)}")
+            n, = dynamic.resolved(node, 1, "onehot.c.j2", [d], {"et": d.etype.name,
+                                                                 "rest": list(node.inputs[0].shape)})
+            node.dyn_params = {"depth": n}
+            return n
+        depth = float(_scalar_const(node, 1, "depth"))
+        if not math.isfinite(depth):
+            raise fail(node, f"input 1 (depth) is {depth}")
+        n = max(int(math.ceil(depth)), 0)
+        if n < 1:
+            raise fail(node, f"input 1 (depth) must be >= 1, got {depth}")
+        return n
 
     def infer(self, node):
         _, _, shape = self._spec(node)
@@ -89,9 +107,11 @@ class OneHot(OpSpec):
     def params(self, node):
         ind = node.inputs[0]
         axis, n, _ = self._spec(node)
+        # negative indices wrap by the depth value itself (a float depth too, as onnx.reference)
+        wrap = None if getattr(node, "dyn_params", None) else repr(float(_scalar_const(node, 1, "depth")))
         return {"outer": product(ind.shape[:axis]), "depth": n, "inner": product(ind.shape[axis:]),
                 "itype": "double" if ind.etype.is_float else "int64_t",
-                "load": f"onnxc_ld_{ind.etype.name}"}
+                "load": f"onnxc_ld_{ind.etype.name}", "wrap": wrap}
 
 
 @register
