@@ -27,6 +27,7 @@ class Value:
     shape: tuple[Dim, ...] | None = None
     const: np.ndarray | None = None       # initializer / folded constant
     known: np.ndarray | None = None       # contents of a computed value known at compile time
+    known_dims: np.ndarray | None = None  # contents as symbolic dims (object array): Shape arithmetic
     is_input: bool = False                # graph input (possibly with an initializer default)
     is_output: bool = False
     producer: "Node | None" = None

@@ -320,3 +320,25 @@ def _subs_atom(a: tuple, values: Mapping[str, Dim]) -> Dim:
         return values.get(a[1], Expr._atom(a))
     x, y = (substitute(v, values) for v in a[1:])
     return {"floordiv": floordiv, "mod": mod, "max": dmax, "min": dmin}[a[0]](x, y)
+
+
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """a / b when b is one monomial (c * atoms) dividing every term of a exactly, else None."""
+    ea, eb = Expr.lift(a), Expr.lift(b)
+    if len(eb.terms) != 1:
+        return None
+    (mono, coef), = eb.terms.items()
+    if coef == 0:
+        return None
+    out: dict = {}
+    for m, c in ea.terms.items():
+        rest = list(m)
+        for atom in mono:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if c % coef:
+            return None
+        key = tuple(rest)
+        out[key] = out.get(key, 0) + c // coef
+    return Expr(out).simplify()

@@ -47,3 +47,35 @@ def test_overridable_initializer_is_never_known():
         onnxc.InferenceSession(m.SerializeToString())
     except onnxc.NotImplemented as e:
         assert "shape" in str(e)
+
+
+def test_shape_arithmetic_on_symbolic_dims_feeds_reshape():
+    """PyTorch-style dynamic reshape: Shape -> Gather/Slice -> arithmetic -> Concat -> Reshape on a
+    symbolic batch is resolved symbolically at compile time (known_values.known_dims)."""
+    import onnx
+    from onnx import TensorProto as T, helper
+    from onnx.reference import ReferenceEvaluator
+    import onnxc
+    i64 = lambda name, vals: helper.make_tensor(name, T.INT64, [len(vals)], vals)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+             helper.make_node("Slice", ["s", "one", "two"], ["c"]),
+             helper.make_node("Div", ["c", "two"], ["half"]),
+             helper.make_node("Mul", ["b", "k2"], ["b2"]),
+             helper.make_node("Unsqueeze", ["b2", "zero"], ["b2u"]),
+             helper.make_node("Concat", ["b2u", "half", "m1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, ["N", 6, 4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)],
+                          [helper.make_tensor("i0", T.INT64, [], [0]), helper.make_tensor("k2", T.INT64, [], [2]),
+                           i64("zero", [0]), i64("one", [1]),
+                           i64("two", [2]), i64("m1", [-1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    assert sess.get_outputs()[0].shape[1:] == [3, 4]   # -1 = 24N / 6N, exactly
+    for n in (1, 3, 5):
+        x = np.arange(n * 24, dtype=np.float32).reshape(n, 6, 4)
+        got, = sess.run(None, {"x": x})
+        want, = ReferenceEvaluator(m).run(None, {"x": x})
+        assert got.shape == want.shape == (2 * n, 3, 4)
+        np.testing.assert_array_equal(got, want)

@@ -188,10 +188,12 @@ def schema_types(node: Node) -> list[dtypes.ElemType]:
     return out
 
 
-def data_input(node: Node, i: int, what: str):
+def data_input(node: Node, i: int, what: str, dims: bool = False):
     """Input i's contents when known at compile time (numpy array), else the Value itself when
     the caller passes it (a graph input: onnxc_resolve reads it before the run, see
-    onnxc.dynamic), else NotImplemented. A Value returned has a static rank-1 (or scalar) shape."""
+    onnxc.dynamic), else NotImplemented. A Value returned has a static rank-1 (or scalar) shape.
+    ``dims=True``: the caller also accepts contents that are symbolic dims (an object array of
+    int | Expr, from shape arithmetic on symbolic dims; see known_values.known_dims)."""
     from ..dynamic import readable_before_run
     v = node.input(i)
     if v is None:
@@ -199,6 +201,8 @@ def data_input(node: Node, i: int, what: str):
     value = known(v)
     if value is not None:
         return value
+    if dims and v.known_dims is not None:   # symbolic contents (Shape arithmetic): object array
+        return v.known_dims
     if not readable_before_run(v):
         raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be an initializer, a "
                                 "graph input, or computed from initializers; values computed from "

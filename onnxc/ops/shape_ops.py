@@ -12,7 +12,7 @@ from typing import Sequence
 
 from .. import dynamic
 from ..ir import Value
-from ..symbolic import Dim, dim_repr, dmax, floordiv, product
+from ..symbolic import Dim, Expr, dim_repr, dmax, exact_div, floordiv, product
 from .common import attr_ints, const_input, data_input, fail, norm_axis
 from .registry import OpSpec, register
 
@@ -48,6 +48,9 @@ def _quotient(node, num: list[Dim], den: list[Dim]) -> Dim:
         if d == 0:
             raise fail(node, "shape has -1 together with a zero dimension: the -1 is ambiguous")
         return floordiv(n, d)
+    q = exact_div(n, d)     # 24*N / (6*N) = 4: exact whenever d is not zero
+    if q is not None:
+        return q
     return floordiv(n, dmax(d, 1))   # never a division by zero at run time
 
 
@@ -91,16 +94,16 @@ class Reshape(_View):
         else:
             if node.input(1) is None:
                 raise fail(node, "input 1 (shape) is missing")
-            arr = data_input(node, 1, "shape")
+            arr = data_input(node, 1, "shape", dims=True)
             if isinstance(arr, Value):
                 return self._from_data(node, arr)
             if arr.ndim != 1:
                 raise fail(node, f"input 1 (shape) must be 1-D, got {arr.ndim}-D")
-            target = [int(v) for v in arr.tolist()]
+            target = [v if isinstance(v, Expr) else int(v) for v in arr.tolist()]
         allowzero = node.opset >= 14 and int(node.attr("allowzero", 0)) == 1
         if sum(v == -1 for v in target) > 1:
             raise fail(node, f"shape {target} has more than one -1")
-        if any(v < -1 for v in target):
+        if any(isinstance(v, int) and v < -1 for v in target):
             raise fail(node, f"shape {target} has a negative dimension other than -1")
         if allowzero and 0 in target and -1 in target:
             raise fail(node, f"shape {target} has both 0 and -1 with allowzero=1")
