@@ -138,6 +138,9 @@ def _blocks(graph: Graph, plan: MemoryPlan, refs: dict, syms: list, c, headers: 
             "scratch": f"(A + {c(plan.scratch[node.index])})" if node.index in plan.scratch else "NULL",
         }
         body = env.get_template(f"ops/{spec.template}").render(ctx)
+        checks = [f"{c(a)} != {c(b)}" for a, b in node.checks]
+        if checks:   # dims the kernel takes as equal (broadcasting): never read out of bounds
+            body = f"if ({' || '.join(checks)}) return ONNXC_ERR_SHAPE;\n" + body
         blocks.append({"idx": node.index, "op": spec.op_type, "body": body,
                        "set_dims": [syms.index(d.name) for d in node.dyn if d.kind == "run"]})
     return blocks

@@ -60,6 +60,7 @@ class Node:
     n_formal: int = -1      # with subgraphs: inputs[n_formal:] are outer values the bodies read
     scope: dict | None = None   # with subgraphs: {"opsets", "ir_version"} to build the bodies with
     bodies: dict = field(default_factory=dict)  # attribute name -> compiled body (onnxc.subgraph)
+    checks: list = field(default_factory=list)  # (Dim, Dim) pairs the run must find equal
 
     def describe(self) -> str:
         dom = f"{self.domain}." if self.domain else ""

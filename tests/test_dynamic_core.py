@@ -87,3 +87,17 @@ def test_library_alone_keeps_run_time_dims(tmp_path):
     sess = onnxc.InferenceSession(str(path))
     got, = sess.run(None, {"x": np.ones((2, 6), np.float32), "s": np.array([4, 3, 1], np.int64)})
     assert got.shape == (4, 3, 1)
+
+
+def test_broadcast_of_symbolic_against_static_dim_is_checked_at_run_time():
+    """Add(a[N], b[5]): the kernel's strides take N == 5; N == 1 at run time (valid numpy
+    broadcasting the plan did not foresee) fails cleanly instead of reading past a."""
+    m = _model([helper.make_node("Add", ["a", "b"], ["y"])],
+               [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N"]),
+                helper.make_tensor_value_info("b", TensorProto.FLOAT, [5])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    np.testing.assert_array_equal(sess.run(None, {"a": np.ones(5, np.float32), "b": np.arange(5, dtype=np.float32)})[0],
+                                  np.arange(5, dtype=np.float32) + 1)
+    with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Add"):
+        sess.run(None, {"a": np.ones(1, np.float32), "b": np.ones(5, np.float32)})

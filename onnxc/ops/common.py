@@ -76,8 +76,9 @@ def same_etype(node: Node, values: Sequence[Value]) -> dtypes.ElemType:
 
 
 def broadcast(node: Node, shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
-    """Numpy (multidirectional) broadcasting. Two different symbolic dims are taken to be
-    equal (as onnxruntime does); the session checks dims bound to the same symbol at run time."""
+    """Numpy (multidirectional) broadcasting. Two different dims neither of which is 1 at compile
+    time (a symbolic one and another) are taken to be equal, as the kernel's strides assume; the
+    node checks that at run time (Node.checks) and fails cleanly if one of them is 1 there."""
     rank = max(len(s) for s in shapes)
     out = []
     for k in range(rank):
@@ -91,8 +92,11 @@ def broadcast(node: Node, shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
             elif isinstance(cur, int) and isinstance(d, int) and cur != d:
                 raise fail(node, "input shapes cannot be broadcast together: "
                            + " vs ".join("(" + ", ".join(dim_repr(x) for x in s) + ")" for s in shapes))
-            elif isinstance(cur, Expr) and isinstance(d, int):
-                cur = d
+            elif cur != d:   # taken as equal (the kernel's strides say so): checked at run time
+                if (cur, d) not in node.checks:
+                    node.checks.append((cur, d))
+                if isinstance(cur, Expr) and isinstance(d, int):
+                    cur = d
         out.append(cur)
     return tuple(out)
 
