@@ -52,7 +52,7 @@ class FlexAttention(OpSpec):
     domain = "ai.onnx.preview"
     since = 1
     template = "flex_attention.c.j2"
-    headers = ("onnxc_gemm.h",)
+    headers = ("onnxc_gemm.h", "onnxc_vmath.h")
 
     def geometry(self, node) -> dict:
         if len(node.inputs) < 3 or any(x is None for x in node.inputs[:3]):
@@ -118,7 +118,7 @@ class FlexAttention(OpSpec):
         return [(g["et"], (g["B"], g["hq"], g["L"], g["DV"]))]
 
     def _layout(self, node, g) -> dict:
-        """Scratch pieces (byte offsets): per-thread slots, pre-scaled K, and with modifiers the two
+        """Scratch pieces (byte offsets): per-thread slots, pre-scaled K, V in the softmax type, and with modifiers the two
         (B, Hq, L, S) buffers and the bodies' arena (the bodies run one after the other)."""
         w = 8 if "double" in (g["et"].name, g["cet"].name) else 4
         parts, size = {}, 0
@@ -130,6 +130,7 @@ class FlexAttention(OpSpec):
 
         add("slots", SLOTS * align_up((g["E"] + g["S"] + g["DV"]) * w, ALIGN))
         add("ks", g["B"] * g["hkv"] * g["S"] * g["E"] * w)
+        add("vs", g["B"] * g["hkv"] * g["S"] * g["DV"] * w)
         if node.bodies:
             n = g["B"] * g["hq"] * g["L"] * g["S"] * g["cet"].itemsize
             add("buf0", n)
@@ -160,8 +161,9 @@ class FlexAttention(OpSpec):
         rows = g["B"] * g["hq"] * g["L"]
         return {**g, "et": et.name, "cet": cet.name, "cct": cet.c, "W": work, "ss": ss_c,
                 "rT": _round(et, work), "rC": _round(cet, work),
-                "exp": "exp" if work == "double" else "expf",
+                "exp": "exp" if work == "double" else "onnxc_vexpf",
                 "reps": g["hq"] // g["hkv"], "rows": rows, "nk": g["B"] * g["hkv"] * g["S"] * g["E"],
+                "nv": g["B"] * g["hkv"] * g["S"] * g["DV"],
                 "work": rows * g["S"] * (g["E"] + g["DV"]), "slots": SLOTS, "lay": lay,
                 "score_mod": mods.get("score_mod"), "prob_mod": mods.get("prob_mod")}
 
