@@ -111,6 +111,13 @@ def test_mod_reads_outer_value():
     assert_close(ref, got, 1e-5, 1e-6)
 
 
+@pytest.mark.parametrize("graphs", [None, {"score_mod": causal(), "prob_mod": mul(0.5)}])
+def test_parallel_sizes(graphs):
+    """Big enough that the row loops run on several threads (work >= ONNXC_PAR_MIN)."""
+    feeds = qkv(2, 4, 2, 64, 72, 16, 24)
+    check(model(feeds, graphs=graphs), feeds, 1e-5, 1e-6)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float64])
 @pytest.mark.parametrize("mod", [False, True])
 def test_dtypes(dtype, mod):
