@@ -237,8 +237,13 @@ static int onnxc_jpeg_probe(const uint8_t *d, int64_t n, int64_t *h, int64_t *w,
 {
     onnxc_jpeg j;
     int rc = onnxc_jpeg_walk(d, n, &j, NULL, 0);
+    int64_t blocks = 0;
     *h = j.h; *w = j.w; *work = j.work;
-    return rc;
+    for (int i = 0; rc == 0 && i < j.ncomp; ++i) blocks += j.c[i].bw * j.c[i].bh;
+    /* a coded block takes at least 2 bits (1-bit DC and end-of-block codes), and MCU padding at
+       most quadruples the count: more blocks than the data can hold is a truncated image,
+       refused before its workspace is sized */
+    return rc == 0 && blocks > 16 * n + 64 ? ONNXC_IMG_BAD : rc;
 }
 
 /* One scan: ns components (cs: their indices), entropy data from *pos; *pos ends after it. */

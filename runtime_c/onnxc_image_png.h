@@ -269,7 +269,9 @@ static int onnxc_png_parse(const uint8_t *d, int64_t n, onnxc_png *g)
         const int64_t pw = (g->w - x0 + dx - 1) / dx, ph = (g->h - y0 + dy - 1) / dy;
         if (pw > 0 && ph > 0) g->raw += ph * (1 + (pw * g->chans * g->depth + 7) / 8);
     }
-    return 0;
+    /* deflate expands at most 1032:1: a header claiming more cannot be complete (and must not
+       size the workspace) */
+    return g->raw > (g->idat + 16) * 1032 ? ONNXC_IMG_BAD : 0;
 }
 
 static int onnxc_png_probe(const uint8_t *d, int64_t n, int64_t *h, int64_t *w, int64_t *work)

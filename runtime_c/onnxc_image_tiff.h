@@ -83,6 +83,7 @@ static int onnxc_tiff_parse(const uint8_t *d, int64_t n, onnxc_tiff *t)
     if (onnxc_tiff_val(t, t->offs_e, t->nstrips - 1) < 0) return ONNXC_IMG_BAD;
     if (t->comp != 1 && (t->cnts_e < 0 || onnxc_tiff_val(t, t->cnts_e, t->nstrips - 1) < 0))
         return ONNXC_IMG_BAD;
+    if (t->h * t->rowbytes > 64 * n) return ONNXC_IMG_BAD;   /* beyond PackBits' 64:1 */
     return 0;
 }
 
