@@ -177,3 +177,85 @@ def test_progressive_jpeg_is_unsupported():
     pil.fromarray(_random_image(np.random.default_rng(1), 20, 20)).save(buf, format="JPEG", progressive=True)
     with pytest.raises(onnxc.Error, match=r"node 0 \(ImageDecoder"):
         _decode("RGB", np.frombuffer(buf.getvalue(), np.uint8))
+
+
+# ---- PNG features Pillow does not write: Adam7, every row filter, 2/4/16-bit samples ---------
+def _filter_row(ftype, cur, prev, bpp):
+    cur, prev = cur.astype(np.int32), prev.astype(np.int32)
+    left = np.concatenate([np.zeros(bpp, np.int32), cur[:-bpp]])
+    upleft = np.concatenate([np.zeros(bpp, np.int32), prev[:-bpp]])
+    if ftype == 0:
+        pred = np.zeros_like(cur)
+    elif ftype == 1:
+        pred = left
+    elif ftype == 2:
+        pred = prev
+    elif ftype == 3:
+        pred = (left + prev) >> 1
+    else:
+        p = left + prev - upleft
+        pa, pb, pc = np.abs(p - left), np.abs(p - prev), np.abs(p - upleft)
+        pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, prev, upleft))
+    return ((cur - pred) & 255).astype(np.uint8)
+
+
+def _png(samples, depth, ctype, rng, interlace, plte=None):
+    """samples: [H, W, C] ints of `depth` bits -> PNG bytes, random filter per row."""
+    import struct
+    import zlib
+
+    def chunk(t, body):
+        return struct.pack(">I", len(body)) + t + body + struct.pack(">I", zlib.crc32(t + body))
+
+    h, w, c = samples.shape
+    passes = ([(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+               (0, 1, 1, 2)] if interlace else [(0, 0, 1, 1)])
+    raw = bytearray()
+    bpp = max(1, c * depth // 8)
+    for x0, y0, dx, dy in passes:
+        sub = samples[y0::dy, x0::dx]
+        if sub.size == 0:
+            continue
+        prev = None
+        for row in sub:
+            flat = row.reshape(-1)
+            if depth == 16:
+                line = flat.astype(">u2").tobytes()
+            elif depth == 8:
+                line = flat.astype(np.uint8).tobytes()
+            else:
+                bits = np.unpackbits(flat.astype(np.uint8)[:, None], axis=1)[:, 8 - depth:].reshape(-1)
+                line = np.packbits(bits).tobytes()
+            cur = np.frombuffer(line, np.uint8)
+            prev = np.zeros_like(cur) if prev is None else prev
+            ft = int(rng.integers(0, 5))
+            raw += bytes([ft]) + _filter_row(ft, cur, prev, bpp).tobytes()
+            prev = cur
+    z = zlib.compress(bytes(raw), int(rng.integers(0, 10)))
+    cut = int(rng.integers(1, len(z)))   # two IDAT chunks
+    body = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, int(interlace))
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", body)
+    if plte is not None:
+        out += chunk(b"PLTE", plte.astype(np.uint8).tobytes())
+    out += chunk(b"IDAT", z[:cut]) + chunk(b"IDAT", z[cut:]) + chunk(b"IEND", b"")
+    return np.frombuffer(out, np.uint8)
+
+
+@pytest.mark.parametrize("interlace", [False, True])
+def test_png_filters_interlace_depths(interlace):
+    rng = np.random.default_rng(int(interlace))
+    for h, w in [(1, 1), (3, 5), (9, 17), (16, 13)]:
+        rgb16 = rng.integers(0, 65536, (h, w, 4))
+        cases = [(rgb16[..., :3], 16, 2, (rgb16[..., :3] >> 8)), (rgb16, 16, 6, rgb16[..., :3] >> 8),
+                 (rgb16[..., :2], 16, 4, np.repeat(rgb16[..., :1] >> 8, 3, -1))]
+        for depth, scale in [(1, 255), (2, 85), (4, 17), (8, 1)]:
+            g = rng.integers(0, 1 << depth, (h, w, 1))
+            cases.append((g, depth, 0, np.repeat(g * scale, 3, -1)))
+            pal = rng.integers(0, 256, (1 << depth, 3))
+            cases.append((g, depth, 3, pal[g[..., 0]], pal))
+        for case in cases:
+            samples, depth, ctype, rgb = case[:4]
+            data = _png(samples, depth, ctype, rng, interlace, case[4] if len(case) > 4 else None)
+            for fmt in FORMATS:
+                np.testing.assert_array_equal(_decode(fmt, data), _expected(rgb.astype(np.uint8), fmt),
+                                              err_msg=f"{h}x{w} depth {depth} color type {ctype} {fmt}")
