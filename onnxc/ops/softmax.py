@@ -14,6 +14,7 @@ from .common import fail, norm_axis
 from .registry import OpSpec, register
 
 FLOATS = (dtypes.BY_NAME["float"], dtypes.BY_NAME["double"])
+LOWP = (dtypes.BY_NAME["float16"], dtypes.BY_NAME["bfloat16"])   # computed in a float buffer
 LANES = 64    # columns handled together when the axis is not the innermost one
 UNROLL = 16   # partial max/sum accumulators along a contiguous row
 
@@ -24,9 +25,9 @@ class _Softmax(OpSpec):
 
     def infer(self, node):
         x = node.inputs[0]
-        if x.etype not in FLOATS:
+        if x.etype not in FLOATS + LOWP:
             raise OrtNotImplemented(f"{node.describe()}: element type {x.etype.name} is not supported "
-                                    "(float, double)")
+                                    "(float, double, float16, bfloat16)")
         if x.rank == 0:
             raise fail(node, "input must have rank >= 1")
         self._split(node)
@@ -43,12 +44,16 @@ class _Softmax(OpSpec):
     def params(self, node):
         x = node.inputs[0]
         outer, d, inner = self._split(node)
-        f = "f" if x.etype.c == "float" else ""
-        return {"outer": outer, "d": d, "inner": inner, "log": self.log, "exp": "exp" + f,
+        f = "f" if x.etype.c == "float" or x.etype in LOWP else ""
+        return {"lowp": x.etype in LOWP, "outer": outer, "d": d, "inner": inner, "log": self.log, "exp": "exp" + f,
                 "logf": "log" + f, "lanes": LANES, "unroll": UNROLL, "work": product(x.shape)}
 
     def inplace(self, node):
         return [(0, 0)]
+
+    def scratch(self, node):
+        x = node.inputs[0]
+        return product(x.shape) * 4 if x.etype in LOWP else 0
 
 
 @register
