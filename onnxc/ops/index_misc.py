@@ -297,6 +297,17 @@ class Compress(OpSpec):
             raise fail(node, f"condition selects index {sel[-1]}, beyond the dim of size {dim}")
         return axis, sel, dim
 
+    def _from_data(self, node, cond, axis, dim):
+        """condition from the caller: the output length (its true count) is resolved before the
+        run; the kernel walks the condition."""
+        from .. import dynamic
+        from .slice_pad import check_before_run
+        if cond.etype != dtypes.BOOL:
+            raise fail(node, f"input 1 (condition) must be bool, got {cond.etype.name}")
+        check_before_run(node, [dim])
+        m, = dynamic.resolved(node, 1, "compress.c.j2", [cond], {"dim": dim, "len": cond.shape[0]})
+        return axis, m, dim
+
     def infer(self, node):
         x = node.inputs[0]
         axis, sel, _ = self._spec(node)
@@ -337,17 +348,6 @@ class ReverseSequence(OpSpec):
         if isinstance(d, int) and isinstance(lens.shape[0], int) and lens.shape[0] != d:
             raise fail(node, f"sequence_lens has {lens.shape[0]} values for a batch of {d}")
         return t, b
-
-    def _from_data(self, node, cond, axis, dim):
-        """condition from the caller: the output length (its true count) is resolved before the
-        run; the kernel walks the condition."""
-        from .. import dynamic
-        from .slice_pad import check_before_run
-        if cond.etype != dtypes.BOOL:
-            raise fail(node, f"input 1 (condition) must be bool, got {cond.etype.name}")
-        check_before_run(node, [dim])
-        m, = dynamic.resolved(node, 1, "compress.c.j2", [cond], {"dim": dim, "len": cond.shape[0]})
-        return axis, m, dim
 
     def infer(self, node):
         self._axes(node)
