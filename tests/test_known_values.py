@@ -79,3 +79,31 @@ def test_shape_arithmetic_on_symbolic_dims_feeds_reshape():
         want, = ReferenceEvaluator(m).run(None, {"x": x})
         assert got.shape == want.shape == (2 * n, 3, 4)
         np.testing.assert_array_equal(got, want)
+
+
+def test_shape_arithmetic_feeds_expand_constantofshape_range():
+    """Position ids and masks as exporters write them: Range(0, S), ConstantOfShape([N, S]) and
+    Expand to [N, S] from Shape(x) of a symbolic input."""
+    from onnx import TensorProto as T, helper
+    from onnx.reference import ReferenceEvaluator
+    import onnxc
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i1"], ["S"], axis=0),
+             helper.make_node("Range", ["zero", "S", "one"], ["pos"]),
+             helper.make_node("Slice", ["s", "z1", "two"], ["ns"]),
+             helper.make_node("ConstantOfShape", ["ns"], ["ones"], value=helper.make_tensor("v", T.INT64, [1], [1])),
+             helper.make_node("Expand", ["pos", "ns"], ["pe"]),
+             helper.make_node("Mul", ["pe", "ones"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, ["N", "S", 4])],
+                          [helper.make_tensor_value_info("y", T.INT64, None)],
+                          [helper.make_tensor("i1", T.INT64, [], [1]), helper.make_tensor("zero", T.INT64, [], [0]),
+                           helper.make_tensor("one", T.INT64, [], [1]), helper.make_tensor("z1", T.INT64, [1], [0]),
+                           helper.make_tensor("two", T.INT64, [1], [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    assert sess.get_outputs()[0].shape == ["N", "S"]
+    for n, s in ((1, 3), (2, 5), (3, 1)):
+        x = np.zeros((n, s, 4), np.float32)
+        got, = sess.run(None, {"x": x})
+        want, = ReferenceEvaluator(m).run(None, {"x": x})
+        np.testing.assert_array_equal(got, want)

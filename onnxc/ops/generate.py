@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
 from ..ir import Value
-from ..symbolic import product
+from ..symbolic import Expr, ceildiv, dmax, product
 from .common import const_input, data_input, fail
 from .registry import OpSpec, register
 from .tile_expand import c_literal, check_size
@@ -79,7 +79,7 @@ class ConstantOfShape(_Gen):
         dyn = getattr(node, "dyn_params", None)
         if dyn is not None:
             return dyn["shape"]
-        arr = data_input(node, 0, "shape")
+        arr = data_input(node, 0, "shape", dims=True)
         if isinstance(arr, Value):
             if arr.rank != 1 or arr.etype != dtypes.INT64:
                 raise fail(node, "input 0 (shape) must be a 1-D int64 tensor")
@@ -89,8 +89,9 @@ class ConstantOfShape(_Gen):
             return shape
         if arr is None or arr.ndim != 1:
             raise fail(node, "input 0 (shape) must be a 1-D tensor")
-        shape = [int(d) for d in arr.tolist()]
-        if any(d < 0 for d in shape):
+        # ints, or symbolic dims from shape arithmetic (known_values.known_dims)
+        shape = [d if isinstance(d, Expr) else int(d) for d in arr.tolist()]
+        if any(isinstance(d, int) and d < 0 for d in shape):
             raise fail(node, f"input 0 (shape) {shape} has a negative dimension")
         check_size(node, shape)
         return shape
@@ -123,10 +124,13 @@ class Range(_Gen):
             raise fail(node, "start, limit and delta must have the same type")
         vals = []
         for i, what in enumerate(("start", "limit", "delta")):
-            a = data_input(node, i, what)
+            a = data_input(node, i, what, dims=(i == 1 and not et.is_float))
             if a is None or product(a.shape) != 1:
                 raise fail(node, f"input {i} ({what}) must be a scalar")
             vals.append(a if isinstance(a, Value) else a.reshape(()))
+        lim = vals[1]
+        if not isinstance(lim, Value) and lim.dtype == object and isinstance(lim.item(), Expr):
+            return self._symbolic_limit(node, et, vals)
         if any(isinstance(v, Value) for v in vals):
             node.dyn_params = self._from_data(node, et, vals)
             return node.dyn_params
@@ -146,6 +150,17 @@ class Range(_Gen):
                 raise fail(node, "input 2 (delta) is 0")
             n = max(-(-(l - s) // d), 0)
         check_size(node, [n])
+        return {"et": et, "start": s, "delta": d, "n": n}
+
+    def _symbolic_limit(self, node, et, vals) -> dict:
+        """arange(start, n) with n a symbolic dim from shape arithmetic (position ids): the count
+        is ceil((n - start) / delta), symbolic too; start and delta must be known."""
+        if any(isinstance(v, Value) for v in (vals[0], vals[2])):
+            raise OrtNotImplemented(f"{node.describe()}: a symbolic limit needs known start and delta")
+        s, d = int(vals[0]), int(vals[2])
+        if d <= 0:
+            raise OrtNotImplemented(f"{node.describe()}: a symbolic limit needs a positive delta")
+        n = dmax(ceildiv(vals[1].item() - s, d), 0)
         return {"et": et, "start": s, "delta": d, "n": n}
 
     @staticmethod

@@ -110,11 +110,14 @@ class Expand(_Move):
 
     def infer(self, node):
         x = node.inputs[0]
-        arr = data_input(node, 1, "shape")
+        arr = data_input(node, 1, "shape", dims=True)
         if isinstance(arr, Value):
             return [(x.etype, self._from_data(node, _shape_value(node, 1, "shape")))]
-        shape = _shape_input(node, 1, "shape")
-        if any(d < 0 for d in shape):
+        if arr.ndim != 1:
+            raise fail(node, f"input 1 (shape) must be 1-D, got {arr.ndim}-D")
+        # ints, or symbolic dims from shape arithmetic (known_values.known_dims)
+        shape = [d if isinstance(d, Expr) else int(d) for d in arr.tolist()]
+        if any(isinstance(d, int) and d < 0 for d in shape):
             raise fail(node, f"input 1 (shape) {shape} has a negative dimension")
         out = broadcast(node, [x.shape, shape])
         check_size(node, out)
