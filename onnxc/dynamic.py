@@ -11,7 +11,7 @@ templates treat them like a batch dimension. Two kinds:
   the dim to that bound (so output buffers can be sized), the run writes the actual value
   back into ``dims`` and the caller reads the output shapes again afterwards.
 
-A symbol's name is ``<op>#<node>.<k>``; a model input dim_param of that form is refused.
+A symbol's name is ``<op>#<node>.<k>`` (``...@run`` for the second kind).
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ class ResolveBlock:
 
 
 def _new(node: Node, kind: str) -> DataSym:
-    d = DataSym(f"{node.op_type}#{node.index}.{len(node.dyn)}", node, kind)
+    suffix = "@run" if kind == "run" else ""    # known only while running: see prelude
+    d = DataSym(f"{node.op_type}#{node.index}.{len(node.dyn)}{suffix}", node, kind)
     node.dyn.append(d)
     return d
 
@@ -69,8 +70,75 @@ def assigned(node: Node, bound: Dim) -> Expr:
 
 
 def readable_before_run(v: Value | None) -> bool:
-    """Data the caller passes (or a weight): onnxc_resolve may read it."""
-    return v is not None and v.producer is None and (v.is_input or v.const is not None)
+    """Data the caller passes (or a weight), or a small value computed from those alone:
+    onnxc_resolve may read it (it runs the nodes computing it first, see prelude)."""
+    if v is None:
+        return False
+    if v.producer is None:
+        return v.is_input or v.const is not None
+    return prelude(v)
+
+
+PRELUDE_BYTES = 1 << 16       # the values onnxc_resolve computes live on its stack
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                     "Multinomial", "Bernoulli", "Dropout"}
+
+
+def prelude(v: Value) -> bool:
+    """Mark the nodes computing v for onnxc_resolve too, when v follows from caller data and
+    weights alone through small, statically shaped values (e.g. a Range limit computed from a
+    size input). Returns False (marking nothing) otherwise."""
+    todo, seen, nodes = [v], set(), []
+    total = 0
+    while todo:
+        x = todo.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        n = x.producer
+        if n is None:
+            if not (x.is_input or x.const is not None):
+                return False
+            continue
+        if getattr(n, "prelude", False):
+            continue
+        if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx"):
+            # only the input's dims are read: fine unless one is known only while running
+            x_in = n.inputs[0]
+            if any(name.endswith("@run") for d in x_in.shape for name in _symbols(d)):
+                return False
+            nodes.append(n)
+            continue
+        if n.dyn or n.bodies or n.op_type in _NONDETERMINISTIC or n.domain not in ("", "ai.onnx"):
+            return False
+        for o in n.outputs:
+            if o is None:
+                continue
+            if o.shape is None or not all(isinstance(d, int) for d in o.shape):
+                return False
+            total += (o.etype.itemsize * _numel(o.shape) + 63) // 64 * 64
+        if total > PRELUDE_BYTES:
+            return False
+        nodes.append(n)
+        todo.extend(i for i in n.inputs if i is not None)
+    for n in nodes:
+        n.prelude = True
+    return True
+
+
+def _symbols(d) -> set:
+    return d.symbols() if isinstance(d, Expr) else set()
+
+
+def _numel(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def prelude_nodes(nodes) -> list[Node]:
+    return [n for n in nodes if getattr(n, "prelude", False)]
 
 
 def data_symbols(nodes) -> list[DataSym]:

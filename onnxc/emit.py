@@ -150,6 +150,57 @@ def _c_of(names: dict):
     return lambda d: symbolic.to_c(d, names)
 
 
+def _prelude(graph: Graph, refs: dict, decl_of: dict, c, headers: list) -> tuple[list, dict, int]:
+    """Nodes onnxc_resolve runs first (dynamic.prelude): their outputs (and scratch) live in a
+    buffer on its stack. Returns the rendered blocks (with the declarations they need), the
+    resolve-time declaration of each value they compute, and the buffer's size."""
+    env = environment()
+    nodes = dynamic.prelude_nodes(graph.nodes)
+    if not nodes:
+        return [], {}, 0
+    pos, pre_decls = 0, {}
+    local: dict[int, TensorRef] = {}
+    blocks = []
+    for node in nodes:
+        spec = lookup(node)
+        for h in spec.headers:
+            if h not in headers:
+                headers.append(h)
+        for v in node.outputs:
+            if v is None:
+                continue
+            ct = v.etype.c
+            pre_decls[v.id] = f"{ct} *const {v.cname} = ({ct} *)(R + {pos});"
+            local[v.id] = refs[v.id]
+            pos += -(-(v.etype.itemsize * int(product(v.shape))) // 64) * 64
+        scratch = spec.scratch(node)
+        scr = "NULL"
+        if scratch:
+            scr = f"(R + {pos})"
+            pos += -(-int(scratch) // 64) * 64
+        ins = [x for x in node.inputs if x is not None]
+        blocks.append({"idx": node.index, "op": spec.op_type,
+                       "decls": [_resolve_decl(x, decl_of) for x in dict.fromkeys(ins) if x.id not in pre_decls],
+                       "out_decls": [pre_decls[v.id] for v in node.outputs if v is not None],
+                       "body": env.get_template(f"ops/{spec.template}").render({
+                           "idx": node.index, "op": spec.op_type,
+                           "ins": [refs[x.id] if x is not None else None for x in node.inputs],
+                           "outs": [refs[v.id] if v is not None else None for v in node.outputs],
+                           "p": spec.params(node), "aliased": False, "scratch": scr})})
+    return blocks, pre_decls, pos
+
+
+def _resolve_decl(x: Value, decl_of: dict) -> str:
+    """A value's declaration inside onnxc_resolve: caller data and weights as in the run; a
+    computed one (only Shape/Size read it there, for its dims) gets no bytes."""
+    d = decl_of[x.id]
+    if "(A + " in d:
+        ct = x.etype.c
+        q = "" if ct.startswith("const ") else "const "
+        return f"{q}{ct} *const {x.cname} = NULL; (void){x.cname};"
+    return d
+
+
 def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, op_counts: dict) -> list[str]:
     """Each control-flow body as a static C function (nested bodies first); their constants
     are appended to the weight blob."""
@@ -193,15 +244,17 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
     decls = [decl_of[i] for i in sorted(decl_of)]
     blocks = _blocks(graph, plan, refs, syms, c, headers, op_counts)
 
+    prelude, pre_decls, pre_size = _prelude(graph, refs, decl_of, c, headers)
     resolve = []
     for b in dict.fromkeys(d.block for d in dsyms if d.block is not None):
         for x in b.ins:
-            if plan.storage[x.id][0] not in ("input", "overridable", "weight"):
+            if plan.storage[x.id][0] not in ("input", "overridable", "weight") and x.id not in pre_decls:
                 raise AssertionError(f"onnxc_resolve cannot read {x.describe()}")
         body = env.get_template(f"resolve/{b.template}").render(
             ins=[refs[x.id] for x in b.ins], v=[names[d.name] for d in b.syms], p=b.params)
         resolve.append({"idx": b.syms[0].node.index, "op": b.syms[0].node.op_type,
-                        "decls": [decl_of[x.id] for x in dict.fromkeys(b.ins)], "body": body,
+                        "decls": [decl_of[x.id] for x in dict.fromkeys(b.ins) if x.id not in pre_decls],
+                        "body": body,
                         "syms": [syms.index(d.name) for d in b.syms],
                         "dims": [syms.index(d.name) for d in b.syms if d.kind == "resolve"]})
     run_syms = [{"k": syms.index(d.name), "bound": c(d.bound), "idx": d.node.index}
@@ -221,6 +274,8 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         "syms": syms,
         "n_input_syms": len(syms) - len(dsyms),
         "resolve": resolve,
+        "prelude": prelude,
+        "prelude_bytes": pre_size,
         "run_syms": run_syms,
         "functions": functions,
         "decls": decls,
