@@ -101,3 +101,30 @@ def test_broadcast_of_symbolic_against_static_dim_is_checked_at_run_time():
                                   np.arange(5, dtype=np.float32) + 1)
     with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Add"):
         sess.run(None, {"a": np.ones(1, np.float32), "b": np.ones(5, np.float32)})
+
+
+def test_dims_from_values_computed_from_inputs():
+    """Range's limit computed from a graph input (Cast, Mul, Add): onnxc_resolve runs those nodes
+    first; the Reshape after it takes a shape computed by Concat from another input."""
+    nodes = [helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["nf", "two"], ["lim"]),
+             helper.make_node("Range", ["zero", "lim", "half"], ["r"]),
+             helper.make_node("Concat", ["m1", "k"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["r", "shape"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("n", TensorProto.INT32, []),
+                       helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m.graph.initializer.extend([helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+                                helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+                                helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]),
+                                helper.make_tensor("m1", TensorProto.INT64, [1], [-1])])
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    ref = ReferenceEvaluator(m)
+    for n, k in ((3, 4), (6, 3), (0, 5)):
+        feed = {"n": np.array(n, np.int32), "k": np.array([k], np.int64)}
+        got, = sess.run(None, feed)
+        want, = ref.run(None, feed)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(onnxc.InvalidArgument, match=r"Reshape"):
+        sess.run(None, {"n": np.array(3, np.int32), "k": np.array([5], np.int64)})
