@@ -367,6 +367,7 @@ static int onnxc_jpeg_walk(const uint8_t *d, int64_t n, onnxc_jpeg *j, uint8_t *
                     return ONNXC_IMG_BAD;
                 for (int i = 0; i < k; ++i)
                     if (cs[i] == cs[k]) return ONNXC_IMG_BAD;
+                if (j->c[cs[k]].done) return ONNXC_IMG_BAD;   /* sequential: one scan each */
             }
             int rc = onnxc_jpeg_scan(d, n, &pos, j, ns, cs, td, ta);
             if (rc != 0) return rc;

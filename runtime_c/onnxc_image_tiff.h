@@ -52,6 +52,7 @@ static int onnxc_tiff_parse(const uint8_t *d, int64_t n, onnxc_tiff *t)
         case 257: t->h = v; break;
         case 258:
             t->bps = (int)v;
+            if (v < 0 || onnxc_tiff_u32(t, e + 4) > 16) return ONNXC_IMG_BAD;   /* one per sample */
             for (int64_t k = 1; k < (int64_t)onnxc_tiff_u32(t, e + 4); ++k)
                 if (onnxc_tiff_val(t, e, k) != v) return ONNXC_IMG_UNSUPPORTED;
             break;
