@@ -25,6 +25,10 @@ EXCLUDE = {
         "random output: the expected values come from numpy's RandomState; onnxc's counter-based "
         "generator gives other (equally distributed) draws; keep rate, scale, mask and repeatability "
         "are checked in tests/test_ops_dropout.py",
+    r"^test_image_decoder_decode_(webp|jpeg2k)_rgb_cpu$":
+        "codec not implemented: WebP's lossy VP8 and JPEG 2000 (EBCOT + wavelets) decoders are not "
+        "written in onnxc's C runtime yet; the node raises a clear run-time error naming itself "
+        "(BMP, PNM, PNG, TIFF and baseline JPEG decode byte-exactly, tests/test_ops_image_decoder.py)",
     r"^test_dft_inverse(_opset19)?_cpu$":
         "expected data is numpy's float32 pocketfft output, whose rounding noise (1.9e-7 where the "
         "exact value is 0) exceeds the suite's atol=1e-7; onnxc's double-precision FFT gives ~3e-15 "
