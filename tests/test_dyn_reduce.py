@@ -117,3 +117,23 @@ def test_static_empty_axes_input(noop):
     typed_outputs(m, r)
     got = onnxc.InferenceSession(m.SerializeToString()).run(None, {"x": x, "axes": axes})
     assert_close(r, got)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceSum", "ReduceMean", "ReduceLogSumExp", "ReduceL2", "ReduceProd"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_reductions(op, dtype):
+    """float16/bfloat16 reduce in float (a float copy in the scratch), rounded once."""
+    import ml_dtypes
+    from util import make_node_model, typed_outputs
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(3)
+    for axes, keep in (([1], 1), ([0, 2], 0)):
+        x = rng.standard_normal((3, 4, 5)).astype(dt)
+        x.flat[3] = np.nan
+        m = make_node_model(op, {"x": x}, {"keepdims": keep}, opset=18,
+                            initializers={"a": np.array(axes, np.int64)})
+        ref = ReferenceEvaluator(m).run(None, {"x": x})
+        typed_outputs(m, ref)
+        got = onnxc.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+        assert got.dtype == ref[0].dtype and got.shape == ref[0].shape
+        np.testing.assert_allclose(got.astype(np.float32), ref[0].astype(np.float32), rtol=2e-2, atol=1e-2)

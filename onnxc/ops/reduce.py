@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .. import dtypes, dynamic
 from ..errors import NotImplemented as OrtNotImplemented
-from ..symbolic import Dim, product
+from ..symbolic import Dim, align_up, product
 from .cast import convert
 from ..ir import Value
 from .common import attr_ints, contiguous_strides, data_input, fail, norm_axis
@@ -31,6 +31,7 @@ UNROLL = 32    # partial accumulators along a contiguous reduced run (breaks the
 CHUNKS = 64    # a whole-tensor reduction is split into this many parts (fixed: same result for any nt)
 D = dtypes.BY_NAME
 FLOATS = (D["float"], D["double"])
+LOWP = (D["float16"], D["bfloat16"])   # reduced in float: float copies of x and y in the scratch
 INTS = tuple(D[n] for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
 
 
@@ -112,7 +113,7 @@ class Reduce(OpSpec):
     axes_input_since = 18
 
     def types(self, node):
-        t = FLOATS + INTS
+        t = FLOATS + LOWP + INTS
         if self.fn in ("Max", "Min") and node.opset >= 20:
             t = t + (dtypes.BOOL,)
         return t
@@ -180,11 +181,21 @@ class Reduce(OpSpec):
         axes = self.axes(node)
         if axes is None:
             return {"mode": "copy"}
-        pre = finite_max(x.etype) if self.fn == "LogSumExp" else None
+        lowp = x.etype in LOWP
+        et = D["float"] if lowp else x.etype
+        pre = finite_max(et) if self.fn == "LogSumExp" else None
         if isinstance(axes, Value):
             return {"mode": "dyn", "flags": node.reduce_dyn["flags"], "work": product(x.shape),
-                    **accumulator(self.fn, x.etype), "pre": pre}
-        return {**reduce_params(list(x.shape), axes), **accumulator(self.fn, x.etype), "pre": pre}
+                    **accumulator(self.fn, et), "pre": pre, "lowp": lowp,
+                    "ybuf": align_up(product(x.shape) * 4, 64)}
+        return {**reduce_params(list(x.shape), axes), **accumulator(self.fn, et), "pre": pre,
+                "lowp": lowp, "ybuf": align_up(product(x.shape) * 4, 64)}
+
+    def scratch(self, node):
+        x, y = node.inputs[0], node.outputs[0]
+        if x.etype not in LOWP or self.axes(node) is None:
+            return 0
+        return align_up(product(x.shape) * 4, 64) + product(y.shape) * 4
 
 
 def reduce_params(shape: list[Dim], axes: list[int]) -> dict:
