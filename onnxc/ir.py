@@ -146,12 +146,7 @@ def from_model(model: onnx.ModelProto) -> Graph:
         (graph.overridable if vi.name in inits else graph.inputs).append(v)
 
     _add_nodes(graph, g, by_name, value, {"opsets": opsets, "ir_version": model.ir_version})
-    for vi in g.output:
-        if vi.name not in by_name:
-            raise InvalidGraph(f"graph output {vi.name!r} is not produced by any node or input")
-        v = by_name[vi.name]
-        v.is_output = True
-        graph.outputs.append(v)
+    _add_outputs(graph, g, by_name, "graph")
     graph.meta = {
         "producer_name": model.producer_name,
         "producer_version": model.producer_version,
@@ -218,6 +213,15 @@ def _add_nodes(graph: Graph, g: onnx.GraphProto, by_name: dict, value, scope: di
             v.producer = node
             node.outputs.append(v)
         graph.nodes.append(node)
+
+
+def _add_outputs(graph: Graph, g: onnx.GraphProto, by_name: dict, what: str) -> None:
+    for vi in g.output:
+        if vi.name not in by_name:
+            raise InvalidGraph(f"{what} output {vi.name!r} is not produced by any node or input")
+        v = by_name[vi.name]
+        v.is_output = True
+        graph.outputs.append(v)
 
 
 def _graph_attrs(p: onnx.NodeProto) -> list:
@@ -289,12 +293,7 @@ def from_subgraph(g: onnx.GraphProto, scope: dict, formal: list, captured: list)
     del body.node[:]
     body.node.extend(nodes)
     _add_nodes(graph, body, by_name, value, scope)
-    for vi in g.output:
-        if vi.name not in by_name:
-            raise InvalidGraph(f"subgraph output {vi.name!r} is not produced by any node or input")
-        v = by_name[vi.name]
-        v.is_output = True
-        graph.outputs.append(v)
+    _add_outputs(graph, g, by_name, "subgraph")
     graph.meta = {"opsets": scope["opsets"], "ir_version": scope["ir_version"]}
     return graph
 
