@@ -2,8 +2,9 @@
 
 Every decision (axes, loop extents, comparison expressions, NaN rules) is made here; the
 templates only lay out loops. Data inputs (Trilu's k, OneHot's values, ReverseSequence's
-lengths) are read at run time; inputs that decide a shape (TopK's K, OneHot's depth,
-CumSum's axis, Compress's condition) must be constants for now.
+lengths) are read at run time; inputs that decide a shape (TopK's K, OneHot's depth, Compress's
+condition) may be constants or come from the caller's data (resolved before the run by
+onnxc_resolve, see onnxc.dynamic); CumSum's axis must be a constant.
 """
 from __future__ import annotations
 

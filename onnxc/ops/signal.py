@@ -4,8 +4,8 @@ MelWeightMatrix.
 DFT and STFT gather each line along the transformed axis into a double buffer and run
 runtime_c/onnxc_fft.h (radix-2, direct for small lengths, Bluestein otherwise), so every length
 works and the arithmetic is double whatever the storage type. Complex tensors are real tensors
-with a trailing dimension of 2 (real, imaginary); a trailing 1 means real. dft_length and window
-sizes must be known at compile time. DFT-20's axis and STFT's frame_step/frame_length may be
+with a trailing dimension of 2 (real, imaginary); a trailing 1 means real. dft_length must be known
+at compile time; window sizes and MelWeightMatrix's sizes may be graph inputs. DFT-20's axis and STFT's frame_step/frame_length may be
 graph inputs: onnxc_resolve then reads them before the run and sets the output dims that follow
 (templates/c/resolve/dft_axis.c.j2, stft.c.j2) and run-time parameters the kernel reads; the
 FFT workspace is planned for the longest transform any value allows.

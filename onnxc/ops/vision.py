@@ -7,7 +7,8 @@ GridSample samples X at the grid's normalised points (the grid's last axis lists
 the spatial dims in reverse) with nearest / linear / cubic taps per dim; each tap index is mapped
 by the padding mode on its own, as onnx's reference and PyTorch do. RoiAlign averages (or takes
 the max of the weighted corner values, as onnxruntime does) bilinear samples per output bin.
-Shape-like inputs (image_shape, block_shape, shape, size) must be known at compile time.
+Shape-like inputs (image_shape, block_shape, shape, size) are constants or come from the caller's
+data: then onnxc_resolve reads them before the run (onnxc.dynamic, templates/c/resolve/).
 """
 from __future__ import annotations
 
