@@ -175,16 +175,89 @@ class Scan(OpSpec):
             x = node.inputs[n + j]
             a = axes[j]
             scans.append({"outer": product(x.shape[:a]), "inner": product(x.shape[a + 1:]) * x.etype.itemsize,
-                          "rev": bool(in_dirs[j]), "buf": lay.parts.get(f"x{j}")})
+                          "rev": bool(in_dirs[j]), "buf": lay.parts.get(f"x{j}"), "bstride": 0})
         outs = []
         for j, o in enumerate(body.outputs[n:]):
             a = oaxes[j]
             outs.append({"outer": product(o.shape[:a]), "inner": product(o.shape[a:]) * o.etype.itemsize,
-                         "rev": bool(out_dirs[j]), "buf": lay.parts.get(f"y{j}")})
+                         "rev": bool(out_dirs[j]), "buf": lay.parts.get(f"y{j}"), "bstride": 0})
         states = [{"bytes": product(s.shape) * s.etype.itemsize, "a": lay.parts[f"s{i}a"],
                    "b": lay.parts[f"s{i}b"]} for i, s in enumerate(node.inputs[:n])]
         return {"call": _call(body), "n": n, "m": m, "T": T, "scans": scans, "outs": outs,
-                "states": states, "arena": lay.parts["arena"]}
+                "states": states, "arena": lay.parts["arena"], "batch": 1, "first_in": 0}
+
+    def scratch(self, node):
+        return self._layout(node).size
+
+
+@register
+class Scan8(OpSpec):
+    """Scan-8: every input and output carries a leading batch dim; scan inputs are (batch, time,
+    ...), scanned along time once per batch entry. sequence_lens is not supported (all full)."""
+    op_type = "Scan"
+    since = 8
+    until = 8
+    template = "scan.c.j2"
+
+    def infer(self, node):
+        m = int(node.attr("num_scan_inputs", 0))
+        ins = node.inputs[:node.n_formal]
+        if ins and ins[0] is not None:
+            raise OrtNotImplemented(f"{node.describe()}: Scan-8 with sequence_lens is not supported")
+        ins = ins[1:]
+        n = len(ins) - m
+        if m < 1 or n < 0:
+            raise fail(node, f"num_scan_inputs={m} does not fit its {len(ins) + 1} inputs")
+        dirs = attr_ints(node, "directions") or [0] * m
+        if len(dirs) != m:
+            raise fail(node, "directions must have num_scan_inputs entries")
+        for v in ins:
+            if v.rank < (1 if ins.index(v) < n else 2):
+                raise fail(node, f"input {v.name!r} lacks the batch (and time) dims of Scan-8")
+        B, T = ins[n].shape[0], ins[n].shape[1]
+        formal = [(v.etype, v.shape[1:]) for v in ins[:n]] + [(x.etype, x.shape[2:]) for x in ins[n:]]
+        body = subgraph.compile_body(node, "body", formal)
+        _tensor_outputs(node, body, "body")
+        k = len(body.outputs) - n
+        if k < 0 or len(node.outputs) != n + k:
+            raise fail(node, f"the body gives {len(body.outputs)} outputs, the node has {len(node.outputs)}")
+        results = []
+        for i, (s, o) in enumerate(zip(ins[:n], body.outputs[:n])):
+            if tuple(s.shape[1:]) != tuple(o.shape) or s.etype is not o.etype:
+                raise OrtNotImplemented(f"{node.describe()}: state {i} changes shape in the body")
+            results.append((s.etype, s.shape))
+        for o in body.outputs[n:]:
+            results.append((o.etype, (B, T) + tuple(o.shape)))
+        node.scan_info = (n, m, dirs, B, T)
+        return results
+
+    def _layout(self, node):
+        n, m, dirs, B, T = node.scan_info
+        lay = _Layout()
+        lay.add("arena", node.bodies["body"].arena_bytes)
+        for i, s in enumerate(node.inputs[1:1 + n]):
+            nb = product(s.shape[1:]) * s.etype.itemsize
+            lay.add(f"s{i}a", nb)
+            lay.add(f"s{i}b", nb)
+        return lay
+
+    def params(self, node):
+        n, m, dirs, B, T = node.scan_info
+        body = node.bodies["body"]
+        lay = self._layout(node)
+        scans = []
+        for j in range(m):
+            x = node.inputs[1 + n + j]
+            inner = product(x.shape[2:]) * x.etype.itemsize
+            scans.append({"outer": 1, "inner": inner, "rev": bool(dirs[j]), "buf": None, "bstride": T * inner})
+        outs = []
+        for o in body.outputs[n:]:
+            inner = product(o.shape) * o.etype.itemsize
+            outs.append({"outer": 1, "inner": inner, "rev": False, "buf": None, "bstride": T * inner})
+        states = [{"bytes": product(s.shape[1:]) * s.etype.itemsize, "a": lay.parts[f"s{i}a"],
+                   "b": lay.parts[f"s{i}b"]} for i, s in enumerate(node.inputs[1:1 + n])]
+        return {"call": _call(body), "n": n, "m": m, "T": T, "scans": scans, "outs": outs,
+                "states": states, "arena": lay.parts["arena"], "batch": B, "first_in": 1}
 
     def scratch(self, node):
         return self._layout(node).size
