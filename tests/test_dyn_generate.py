@@ -292,11 +292,19 @@ def test_affine_grid(nd, align, dtype):
     d.bad({"t": th, "s": np.array([th.shape[0], 1] + [1 << 20] * nd, np.int64)}, "AffineGrid")
 
 
-def test_computed_shape_input_still_not_implemented():
-    """A shape computed from other data at run time is not supported yet: a clear error."""
+def test_shape_computed_from_inputs_and_from_run_time_counts():
+    """A shape computed from a graph input is resolved before the run (dynamic.prelude); one that
+    is Shape arithmetic on a count known only while the model runs (NonZero's) stays symbolic."""
     from util import make_model_from_nodes
     nodes = [helper.make_node("Abs", ["s"], ["a"]), helper.make_node("ConstantOfShape", ["a"], ["y0"])]
     m = make_model_from_nodes(nodes, {"s": np.array([2, 3], np.int64)}, {}, ["y0"])
     m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", 1, None))
-    with pytest.raises(onnxc.NotImplemented, match=r"ConstantOfShape.*input 0 \(shape\)"):
-        onnxc.InferenceSession(m.SerializeToString())
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    assert sess.run(None, {"s": np.array([-2, 3], np.int64)})[0].shape == (2, 3)
+    nodes = [helper.make_node("NonZero", ["b"], ["nz"]), helper.make_node("Shape", ["nz"], ["a"]),
+             helper.make_node("ConstantOfShape", ["a"], ["y0"])]
+    m = make_model_from_nodes(nodes, {"b": np.array([True, False, True])}, {}, ["y0"])
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", 1, None))
+    sess = onnxc.InferenceSession(m.SerializeToString())   # [1, count]: count known while running
+    for b in ([True, False, True], [False] * 3, [True] * 3):
+        assert sess.run(None, {"b": np.array(b)})[0].shape == (1, sum(b))

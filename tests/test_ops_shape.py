@@ -136,16 +136,21 @@ def test_reshape_errors():
             onnxc.InferenceSession(m.SerializeToString())
 
 
-def test_reshape_shape_computed_from_data_not_supported_yet():
-    """A shape fed as a graph input is resolved before the run (tests/test_dynamic_core.py); one
-    computed from it by other nodes is not yet, and says so naming the node and input."""
+def test_reshape_to_the_shape_of_a_run_time_count():
+    """Reshape to Shape(NonZero(b)) = [1, count]: the count is known only while the model runs;
+    the target stays symbolic and the element counts are checked when it runs."""
     x = data((2, 3, 4))
-    s = np.array([6, 4], np.int64)
-    nodes = [helper.make_node("Abs", ["s"], ["sa"]), helper.make_node("Reshape", ["x", "sa"], ["y0"])]
-    m = make_model_from_nodes(nodes, {"x": x, "s": s}, {}, ["y0"])
-    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, [6, 4]))
-    with pytest.raises(onnxc.NotImplemented, match=r"node 1 \(Reshape.*input 1 \(shape\)"):
-        onnxc.InferenceSession(m.SerializeToString())
+    nodes = [helper.make_node("NonZero", ["b"], ["nz"]), helper.make_node("Shape", ["nz"], ["s"]),
+             helper.make_node("Reshape", ["x", "s"], ["y0"])]
+    m = make_model_from_nodes(nodes, {"x": x, "b": np.ones(24, bool)}, {}, ["y0"])
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, None))
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    got, = sess.run(None, {"x": x, "b": np.ones(24, bool)})
+    np.testing.assert_array_equal(got, x.reshape(1, 24))
+    b = np.ones(24, bool)
+    b[3] = False
+    with pytest.raises(onnxc.InvalidArgument, match=r"node 2 \(Reshape"):
+        sess.run(None, {"x": x, "b": b})
 
 
 def test_reshape_of_initializer():
