@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ir import Node, Value
-from .symbolic import Dim, Expr, substitute, sym
+from .known_values import NONDETERMINISTIC
+from .symbolic import Dim, Expr, product, substitute, sym
 
 
 @dataclass(eq=False)
@@ -80,8 +81,6 @@ def readable_before_run(v: Value | None) -> bool:
 
 
 PRELUDE_BYTES = 1 << 16       # the values onnxc_resolve computes live on its stack
-_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                     "Multinomial", "Bernoulli", "Dropout"}
 
 
 def prelude(v: Value) -> bool:
@@ -109,14 +108,14 @@ def prelude(v: Value) -> bool:
                 return False
             nodes.append(n)
             continue
-        if n.dyn or n.bodies or n.op_type in _NONDETERMINISTIC or n.domain not in ("", "ai.onnx"):
+        if n.dyn or n.bodies or n.op_type in NONDETERMINISTIC or n.domain not in ("", "ai.onnx"):
             return False
         for o in n.outputs:
             if o is None:
                 continue
             if o.shape is None or not all(isinstance(d, int) for d in o.shape):
                 return False
-            total += (o.etype.itemsize * _numel(o.shape) + 63) // 64 * 64
+            total += (o.etype.itemsize * int(product(o.shape)) + 63) // 64 * 64
         if total > PRELUDE_BYTES:
             return False
         nodes.append(n)
@@ -128,13 +127,6 @@ def prelude(v: Value) -> bool:
 
 def _symbols(d) -> set:
     return d.symbols() if isinstance(d, Expr) else set()
-
-
-def _numel(shape) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def prelude_nodes(nodes) -> list[Node]:

@@ -48,20 +48,9 @@ class Sources:
     headers: list[str]
 
 
-def input_symbols(graph: Graph) -> list[str]:
-    """The symbols the caller supplies, in order of first appearance in the inputs."""
-    out: list[str] = []
-    for v in graph.inputs + graph.overridable:
-        for d in v.shape:
-            for s in sorted(symbolic.symbols_of(d)):
-                if s not in out:
-                    out.append(s)
-    return out
-
-
 def symbol_order(graph: Graph) -> list[str]:
     """The C dims array: the input symbols, then the run-time dims (onnxc.dynamic) in node order."""
-    return input_symbols(graph) + [d.name for d in dynamic.data_symbols(graph.nodes)]
+    return graph.input_symbols() + [d.name for d in dynamic.data_symbols(graph.nodes)]
 
 
 def _display_dim(d: Dim):
@@ -150,7 +139,7 @@ def _c_of(names: dict):
     return lambda d: symbolic.to_c(d, names)
 
 
-def _prelude(graph: Graph, refs: dict, decl_of: dict, c, headers: list) -> tuple[list, dict, int]:
+def _prelude(graph: Graph, storage: dict, refs: dict, decl_of: dict, headers: list) -> tuple[list, dict, int]:
     """Nodes onnxc_resolve runs first (dynamic.prelude): their outputs (and scratch) live in a
     buffer on its stack. Returns the rendered blocks (with the declarations they need), the
     resolve-time declaration of each value they compute, and the buffer's size."""
@@ -159,7 +148,6 @@ def _prelude(graph: Graph, refs: dict, decl_of: dict, c, headers: list) -> tuple
     if not nodes:
         return [], {}, 0
     pos, pre_decls = 0, {}
-    local: dict[int, TensorRef] = {}
     blocks = []
     for node in nodes:
         spec = lookup(node)
@@ -171,7 +159,6 @@ def _prelude(graph: Graph, refs: dict, decl_of: dict, c, headers: list) -> tuple
                 continue
             ct = v.etype.c
             pre_decls[v.id] = f"{ct} *const {v.cname} = ({ct} *)(R + {pos});"
-            local[v.id] = refs[v.id]
             pos += -(-(v.etype.itemsize * int(product(v.shape))) // 64) * 64
         scratch = spec.scratch(node)
         scr = "NULL"
@@ -180,7 +167,7 @@ def _prelude(graph: Graph, refs: dict, decl_of: dict, c, headers: list) -> tuple
             pos += -(-int(scratch) // 64) * 64
         ins = [x for x in node.inputs if x is not None]
         blocks.append({"idx": node.index, "op": spec.op_type,
-                       "decls": [_resolve_decl(x, decl_of) for x in dict.fromkeys(ins) if x.id not in pre_decls],
+                       "decls": [_resolve_decl(x, decl_of, storage) for x in dict.fromkeys(ins) if x.id not in pre_decls],
                        "out_decls": [pre_decls[v.id] for v in node.outputs if v is not None],
                        "body": env.get_template(f"ops/{spec.template}").render({
                            "idx": node.index, "op": spec.op_type,
@@ -190,15 +177,14 @@ def _prelude(graph: Graph, refs: dict, decl_of: dict, c, headers: list) -> tuple
     return blocks, pre_decls, pos
 
 
-def _resolve_decl(x: Value, decl_of: dict) -> str:
+def _resolve_decl(x: Value, decl_of: dict, storage: dict) -> str:
     """A value's declaration inside onnxc_resolve: caller data and weights as in the run; a
     computed one (only Shape/Size read it there, for its dims) gets no bytes."""
-    d = decl_of[x.id]
-    if "(A + " in d:
-        ct = x.etype.c
-        q = "" if ct.startswith("const ") else "const "
-        return f"{q}{ct} *const {x.cname} = NULL; (void){x.cname};"
-    return d
+    if storage[x.id][0] in ("input", "overridable", "weight"):
+        return decl_of[x.id]
+    ct = x.etype.c
+    q = "" if ct.startswith("const ") else "const "
+    return f"{q}{ct} *const {x.cname} = NULL; (void){x.cname};"
 
 
 def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, op_counts: dict) -> list[str]:
@@ -213,7 +199,7 @@ def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, o
         base = len(data)
         data.extend(bb.data)
         offsets = {vid: base + off for vid, off in bb.offsets.items()}
-        syms = input_symbols(b.graph)
+        syms = b.graph.input_symbols()
         c = _c_of({s: f"s{i}" for i, s in enumerate(syms)})
         env.filters["c"] = c
         decl_of, refs = _refs(b.graph, b.plan, offsets, prefix, c)
@@ -244,7 +230,7 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
     decls = [decl_of[i] for i in sorted(decl_of)]
     blocks = _blocks(graph, plan, refs, syms, c, headers, op_counts)
 
-    prelude, pre_decls, pre_size = _prelude(graph, refs, decl_of, c, headers)
+    prelude, pre_decls, pre_size = _prelude(graph, plan.storage, refs, decl_of, headers)
     resolve = []
     for b in dict.fromkeys(d.block for d in dsyms if d.block is not None):
         for x in b.ins:

@@ -90,6 +90,16 @@ class Graph:
         self.values.append(v)
         return v
 
+    def input_symbols(self) -> list[str]:
+        """The symbols the caller supplies, in order of first appearance in the inputs."""
+        out: list[str] = []
+        for v in self.inputs + self.overridable:
+            for d in v.shape:
+                for s in sorted(d.symbols() if not isinstance(d, int) else ()):
+                    if s not in out:
+                        out.append(s)
+        return out
+
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
     v = helper.get_attribute_value(a)

@@ -660,11 +660,12 @@ class InferenceSession:
                 outs[j] = np.empty(shp, self._out_np[j])
         c_ins, c_outs = self._pointers(ins), self._pointers(outs)   # hold the buffers too
         self._invoke(c_ins, c_outs, cd, need)
-        if self._run_syms:
-            for name, shp in zip(list(results), [self._output_shapes(cd)[self._out_index[n]] for n in results]):
-                val = results[name]
-                if tuple(val._shape) != shp:
-                    results[name] = OrtValue._wrap(_prefix(val._array, shp), self._out_et[self._out_index[name]])
+        if self._run_syms:   # outputs were sized for the bounds: the run wrote the actual dims
+            actual = self._output_shapes(cd)
+            for name, val in list(results.items()):
+                j = self._out_index[name]
+                if tuple(val._shape) != actual[j]:
+                    results[name] = OrtValue._wrap(_prefix(val._array, actual[j]), self._out_et[j])
         b._results = results
         b._prepared = None if self._dynamic else (self, c_ins, c_outs, cd, need, results)
 

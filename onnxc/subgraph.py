@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import ir, planner, shapes
 from .errors import NotImplemented as OrtNotImplemented
 from .ir import Graph, Node, Value
-from .symbolic import Dim
+from .symbolic import Dim, sym
 
 
 @dataclass(eq=False)
@@ -29,6 +29,13 @@ class Body:
     @property
     def outputs(self) -> list[Value]:
         return self.graph.outputs
+
+
+def call_params(body: Body) -> dict:
+    """What a template needs to call a body (templates/c/ops/_body.j2): its function, the outer
+    dims its shapes use, the outer values it reads, its arena size."""
+    return {"fn": body.fname, "dims": [sym(s) for s in body.graph.input_symbols()],
+            "captured": [v.cname for v in body.runtime_inputs], "arena": body.arena_bytes}
 
 
 def compile_body(node: Node, attr: str, formal: list[tuple]) -> Body:

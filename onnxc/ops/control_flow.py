@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes, dynamic, subgraph
 from ..errors import NotImplemented as OrtNotImplemented
+from ..ir import Value
 from ..planner import ALIGN
 from ..symbolic import Dim, align_up, dim_repr, dmax, product, sym
 from .common import attr_ints, data_input, fail
@@ -17,13 +18,6 @@ from .registry import OpSpec, register
 
 def _shape_str(shape) -> str:
     return "(" + ", ".join(dim_repr(d) for d in shape) + ")"
-
-
-def _call(body: subgraph.Body) -> dict:
-    """What a template needs to call a body."""
-    from ..emit import input_symbols
-    return {"fn": body.fname, "dims": [sym(s) for s in input_symbols(body.graph)],
-            "captured": [v.cname for v in body.runtime_inputs], "arena": body.arena_bytes}
 
 
 def _tensor_outputs(node, body, what):
@@ -51,14 +45,13 @@ class If(OpSpec):
 
     def infer(self, node):
         cond = node.inputs[0]
-        if cond is None or cond.etype is not dtypes.BOOL or product(cond.shape) not in (1,):
-            if not (cond is not None and cond.etype is dtypes.BOOL and cond.rank <= 1):
-                raise fail(node, "input 0 (cond) must be a one-element bool tensor")
+        if cond is None or cond.etype is not dtypes.BOOL or (cond.rank > 1 and product(cond.shape) != 1):
+            raise fail(node, "input 0 (cond) must be a one-element bool tensor")
         then_b = subgraph.compile_body(node, "then_branch", [])
         else_b = subgraph.compile_body(node, "else_branch", [])
         _tensor_outputs(node, then_b, "then_branch")
         _tensor_outputs(node, else_b, "else_branch")
-        n_out = len([o for o in node.outputs])
+        n_out = len(node.outputs)
         if len(then_b.outputs) != n_out or len(else_b.outputs) != n_out:
             raise fail(node, f"the branches give {len(then_b.outputs)} and {len(else_b.outputs)} outputs, "
                        f"the node has {n_out}")
@@ -82,7 +75,7 @@ class If(OpSpec):
 
     def params(self, node):
         then_b, else_b = node.bodies["then_branch"], node.bodies["else_branch"]
-        return {"then": _call(then_b), "else": _call(else_b),
+        return {"then": subgraph.call_params(then_b), "else": subgraph.call_params(else_b),
                 "then_set": [(d, then_b.outputs[j].shape[k]) for d, j, k in node.if_dims],
                 "else_set": [(d, else_b.outputs[j].shape[k]) for d, j, k in node.if_dims]}
 
@@ -183,7 +176,7 @@ class Scan(OpSpec):
                          "rev": bool(out_dirs[j]), "buf": lay.parts.get(f"y{j}"), "bstride": 0})
         states = [{"bytes": product(s.shape) * s.etype.itemsize, "a": lay.parts[f"s{i}a"],
                    "b": lay.parts[f"s{i}b"]} for i, s in enumerate(node.inputs[:n])]
-        return {"call": _call(body), "n": n, "m": m, "T": T, "scans": scans, "outs": outs,
+        return {"call": subgraph.call_params(body), "n": n, "m": m, "T": T, "scans": scans, "outs": outs,
                 "states": states, "arena": lay.parts["arena"], "batch": 1, "first_in": 0}
 
     def scratch(self, node):
@@ -256,7 +249,7 @@ class Scan8(OpSpec):
             outs.append({"outer": 1, "inner": inner, "rev": False, "buf": None, "bstride": T * inner})
         states = [{"bytes": product(s.shape[1:]) * s.etype.itemsize, "a": lay.parts[f"s{i}a"],
                    "b": lay.parts[f"s{i}b"]} for i, s in enumerate(node.inputs[1:1 + n])]
-        return {"call": _call(body), "n": n, "m": m, "T": T, "scans": scans, "outs": outs,
+        return {"call": subgraph.call_params(body), "n": n, "m": m, "T": T, "scans": scans, "outs": outs,
                 "states": states, "arena": lay.parts["arena"], "batch": B, "first_in": 1}
 
     def scratch(self, node):
@@ -299,25 +292,25 @@ class Loop(OpSpec):
                 raise OrtNotImplemented(f"{node.describe()}: loop-carried value {i} changes from "
                                         f"{_shape_str(v.shape)} to {_shape_str(o.shape)} in the body")
             results.append((v.etype, v.shape))
-        trip = None
+        trip = bound = None
         if k:
             bound = self._trip_bound(node, M)
             trip = dynamic.assigned(node, bound)
             for o in body.outputs[1 + n:]:
                 results.append((o.etype, (trip,) + tuple(o.shape)))
-        node.loop_info = (n, k, trip)
+        node.loop_info = (n, k, trip, bound)
         return results
 
     def _trip_bound(self, node, M):
         if M is None:
             raise OrtNotImplemented(f"{node.describe()}: scan outputs of a Loop without a trip count M")
         arr = data_input(node, 0, "M")
-        if hasattr(arr, "shape") and not hasattr(arr, "etype"):
-            return max(int(arr.reshape(-1)[0]), 0)
-        return dynamic.resolved(node, 1, "loop_trip.c.j2", [arr])[0]
+        if isinstance(arr, Value):     # the caller's data: read before the run
+            return dynamic.resolved(node, 1, "loop_trip.c.j2", [arr])[0]
+        return max(int(arr.reshape(-1)[0]), 0)
 
     def _layout(self, node):
-        n, k, trip = node.loop_info
+        n, k, trip, bound = node.loop_info
         body = node.bodies["body"]
         lay = _Layout()
         lay.add("arena", body.arena_bytes)
@@ -328,14 +321,14 @@ class Loop(OpSpec):
         return lay
 
     def params(self, node):
-        n, k, trip = node.loop_info
+        n, k, trip, bound = node.loop_info
         body = node.bodies["body"]
         lay = self._layout(node)
         carried = [{"bytes": product(v.shape) * v.etype.itemsize, "a": lay.parts[f"c{i}a"],
                     "b": lay.parts[f"c{i}b"]} for i, v in enumerate(node.inputs[2:2 + n])]
         scans = [{"bytes": product(o.shape) * o.etype.itemsize} for o in body.outputs[1 + n:]]
-        return {"call": _call(body), "n": n, "k": k, "trip": trip, "carried": carried, "scans": scans,
-                "bound": dynamic.run_bounds([node]).get(repr(trip)) if trip is not None else None,
+        return {"call": subgraph.call_params(body), "n": n, "k": k, "trip": trip, "carried": carried, "scans": scans,
+                "bound": bound,
                 "arena": lay.parts["arena"]}
 
     def scratch(self, node):

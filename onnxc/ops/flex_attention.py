@@ -144,7 +144,6 @@ class FlexAttention(OpSpec):
         return parts
 
     def params(self, node):
-        from .control_flow import _call
         g = self.geometry(node)
         et, cet = g["et"], g["cet"]
         work = "double" if "double" in (et.name, cet.name) else "float"
@@ -157,7 +156,7 @@ class FlexAttention(OpSpec):
         else:
             ss_c = repr(ss)
         lay = self._layout(node, g)
-        mods = {a: _call(node.bodies[a]) for a in MODS if a in node.bodies}
+        mods = {a: subgraph.call_params(node.bodies[a]) for a in MODS if a in node.bodies}
         rows = g["B"] * g["hq"] * g["L"]
         return {**g, "et": et.name, "cet": cet.name, "cct": cet.c, "W": work, "ss": ss_c,
                 "rT": _round(et, work), "rC": _round(cet, work),
