@@ -1,6 +1,5 @@
 """Cast and CastLike between every supported pair of types, every opset; NaN and out-of-range
 float -> int conversions are defined (no C undefined behaviour) and match numpy on x86-64."""
-import contextlib
 import warnings
 
 import numpy as np
@@ -10,29 +9,12 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
-from util import NP2ONNX, assert_close, make_model_from_nodes, make_node_model, typed_outputs
+from util import NP2ONNX, assert_close, make_model_from_nodes, make_node_model, typed_outputs, poisoned
 
 rng = np.random.default_rng(5)
 
 TYPES = [np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
          np.uint64, np.bool_]
-
-
-@contextlib.contextmanager
-def poisoned():
-    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
 
 
 def check(model, feeds):

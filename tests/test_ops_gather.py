@@ -1,7 +1,6 @@
 """Gather, GatherElements, GatherND against onnx.reference: every axis, negative indices, int32
 and int64 indices, storage types (float16, bfloat16, bool, ints), symbolic batch dims, and
 out-of-range indices failing the run cleanly."""
-import contextlib
 
 import ml_dtypes
 import numpy as np
@@ -11,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
-from util import NP2ONNX, assert_close
+from util import NP2ONNX, assert_close, poisoned
 
 rng = np.random.default_rng(3)
 ONNX_OF = {**NP2ONNX, np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16}
@@ -41,23 +40,6 @@ def op_model(op, inputs: dict, inits=None, attrs=None, opset=18, n_out=1, shapes
     g = helper.make_graph([node], "t", ins, [onnx.ValueInfoProto(name=o) for o in outs],
                           [numpy_helper.from_array(a, n) for n, a in inits.items()])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset < 21 else 10)
-
-
-@contextlib.contextmanager
-def poisoned():
-    """Fresh numpy buffers start as garbage, so an unwritten output element fails the test."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
 
 
 def session(model, ref, symbolic=False):

@@ -4,7 +4,6 @@ Checked against onnx.reference where it is sound, and everywhere against `pool_n
 plain loop model of the onnxruntime/PyTorch semantics (onnx.reference deviates for SAME_LOWER
 with strides, ceil_mode windows with two or more cells of extra padding, NaN in MaxPool with
 stride 1 and 1-D/3-D pads with stride 1)."""
-import contextlib
 import itertools
 
 import numpy as np
@@ -14,26 +13,9 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
-from util import NP2ONNX, assert_close, make_node_model, typed_outputs
+from util import NP2ONNX, assert_close, make_node_model, typed_outputs, poisoned
 
 rng = np.random.default_rng(6)
-
-
-@contextlib.contextmanager
-def poisoned():
-    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
 
 
 def pool_np(x, kind, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode=0, count_include_pad=0,

@@ -1,7 +1,6 @@
 """Reduce* against onnx.reference: every opset, axes as attribute or input, keepdims,
 noop_with_empty_axes, integer wrap-around, NaN/inf, empty reductions, symbolic batch.
 Several reductions share one model (one build) where they can."""
-import contextlib
 
 import numpy as np
 import onnx
@@ -10,7 +9,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
-from util import assert_close, make_model_from_nodes, make_node_model, typed_outputs
+from util import assert_close, make_model_from_nodes, make_node_model, typed_outputs, poisoned
 
 rng = np.random.default_rng(4)
 
@@ -18,23 +17,6 @@ OPS = ["Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare", "LogSum", "
 OPSETS = {op: [1, 11, 13, 18] for op in OPS}
 OPSETS["Max"] = OPSETS["Min"] = [1, 11, 12, 13, 18, 20]
 OPSETS["Sum"] = [1, 11, 13]
-
-
-@contextlib.contextmanager
-def poisoned():
-    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
 
 
 def check(model, feeds, rtol=1e-5, atol=1e-6):

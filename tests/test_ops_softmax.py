@@ -1,5 +1,4 @@
 """Softmax and LogSoftmax: every opset, NaN/inf rows, strided axes, symbolic batch."""
-import contextlib
 
 import numpy as np
 import onnx
@@ -8,26 +7,9 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
-from util import NP2ONNX, assert_close, make_node_model, typed_outputs
+from util import NP2ONNX, assert_close, make_node_model, typed_outputs, poisoned
 
 rng = np.random.default_rng(3)
-
-
-@contextlib.contextmanager
-def poisoned():
-    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
 
 
 def check(model, feeds, rtol=2e-6, atol=1e-6):

@@ -1,5 +1,4 @@
 """Transpose and Concat against onnx.reference: every opset, dtypes, symbolic batch, empty inputs."""
-import contextlib
 import itertools
 
 import numpy as np
@@ -10,26 +9,9 @@ from onnx.reference import ReferenceEvaluator
 
 import onnxc
 from onnxc.ops.transpose import simplify
-from util import NP2ONNX, assert_close, make_model_from_nodes, make_node_model, typed_outputs
+from util import NP2ONNX, assert_close, make_model_from_nodes, make_node_model, typed_outputs, poisoned
 
 rng = np.random.default_rng(2)
-
-
-@contextlib.contextmanager
-def poisoned():
-    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
 
 
 def check(model, feeds):

@@ -1,6 +1,8 @@
 """Test helpers: one-node models checked against onnx.reference.ReferenceEvaluator."""
 from __future__ import annotations
 
+import contextlib
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -78,3 +80,20 @@ def check(model, feeds, rtol=1e-5, atol=1e-6):
     ref, got = run_both(model, feeds)
     assert_close(ref, got, rtol, atol)
     return got
+
+
+@contextlib.contextmanager
+def poisoned():
+    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
+    real = np.empty
+
+    def empty(shape, dtype=float, *a, **k):
+        arr = real(shape, dtype, *a, **k)
+        arr.reshape(-1).view(np.uint8).fill(0xA5)
+        return arr
+
+    np.empty = empty
+    try:
+        yield
+    finally:
+        np.empty = real
