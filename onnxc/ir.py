@@ -198,23 +198,13 @@ def _add_nodes(graph: Graph, g: onnx.GraphProto, by_name: dict, value, scope: di
             if not name:
                 node.inputs.append(None)
                 continue
-            if name not in by_name and name not in produced:
-                raise InvalidGraph(f"{node.describe()} reads tensor {name!r}, which no node, "
-                                   "input or initializer provides")
-            v = value(name)
-            v.consumers.append(node)
-            node.inputs.append(v)
+            _read(node, name, by_name, produced, value, "")
         bodies = _graph_attrs(p)
         if bodies:   # outer values the bodies read become inputs too: liveness and order see them
             node.n_formal = len(node.inputs)
             node.scope = scope
             for name in free_names(bodies):
-                if name not in by_name and name not in produced:
-                    raise InvalidGraph(f"{node.describe()}: a subgraph reads tensor {name!r}, which no "
-                                       "node, input or initializer provides")
-                v = value(name)
-                v.consumers.append(node)
-                node.inputs.append(v)
+                _read(node, name, by_name, produced, value, ": a subgraph")
         for name in p.output:
             if not name:
                 node.outputs.append(None)
@@ -223,6 +213,15 @@ def _add_nodes(graph: Graph, g: onnx.GraphProto, by_name: dict, value, scope: di
             v.producer = node
             node.outputs.append(v)
         graph.nodes.append(node)
+
+
+def _read(node: Node, name: str, by_name: dict, produced: dict, value, who: str) -> None:
+    if name not in by_name and name not in produced:
+        raise InvalidGraph(f"{node.describe()}{who} reads tensor {name!r}, which no node, input or "
+                           "initializer provides")
+    v = value(name)
+    v.consumers.append(node)
+    node.inputs.append(v)
 
 
 def _add_outputs(graph: Graph, g: onnx.GraphProto, by_name: dict, what: str) -> None:

@@ -35,6 +35,10 @@ def fft_work(n: int) -> int:
         return 0
     if n <= DIRECT_MAX:
         return 4 * n
+    return _bluestein_work(n)
+
+
+def _bluestein_work(n: int) -> int:
     m = 1
     while m < 2 * n - 1:
         m <<= 1
@@ -56,12 +60,7 @@ def _scalar(node, i, what, lo=None) -> int | None:
 
 def work_upto(n: int) -> int:
     """An upper bound of fft_work(m) for every m <= n (Bluestein's m < 4n)."""
-    if n <= DIRECT_MAX:
-        return 4 * n
-    m = 1
-    while m < 2 * n - 1:
-        m <<= 1
-    return 4 * m + 2 * n
+    return 4 * n if n <= DIRECT_MAX else _bluestein_work(n)
 
 
 def _slots(node, n: int, lines, work: int | None = None) -> tuple[int, int]:
