@@ -154,3 +154,24 @@ def test_errors():
     m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, [2, 3]))
     with pytest.raises(onnxc.InvalidGraph, match="axis=2 is out of range"):
         onnxc.InferenceSession(m.SerializeToString())
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis,shape", [(-1, (3, 37)), (1, (2, 5, 70)), (0, (4, 3))])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision(op, axis, shape, dtype):
+    """float16/bfloat16 run the float kernel on a float copy, rounded once; NaN rows stay NaN."""
+    import ml_dtypes
+    from onnx.reference import ReferenceEvaluator
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    x = (np.random.default_rng(5).standard_normal(shape) * 3).astype(dt)
+    x.flat[0] = np.nan
+    m = make_node_model(op, {"x": x}, {"axis": axis}, opset=13)
+    ref = ReferenceEvaluator(m).run(None, {"x": x})
+    typed_outputs(m, ref)
+    with poisoned():
+        got = onnxc.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    r, g = ref[0].astype(np.float32), got.astype(np.float32)
+    assert got.dtype == ref[0].dtype
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
+    np.testing.assert_allclose(g, r, rtol=2e-2, atol=2e-2 if op == "Softmax" else 8e-2)
