@@ -15,6 +15,7 @@ from .passes.constants import fold_constant_nodes
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse_epilogue import fuse_epilogues
+from .passes.gradient import expand_gradients
 from .passes.prepack import prepack_weights, sgemm_block
 from .passes.transpose_reshape import eliminate_pairs
 from .ops import lookup
@@ -53,6 +54,7 @@ def facts(node: ir.Node) -> NodeFacts:
 # every later stage sees one kind of constant).
 PROTO_PASSES = [
     (0, fold_constant_nodes),
+    (0, expand_gradients),        # training Gradient -> ordinary ops (semantics, not optimisation)
     (passes.BASIC, eliminate_identity),
     (passes.BASIC, fold_constants),
     (passes.BASIC, eliminate_pairs),
