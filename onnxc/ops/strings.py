@@ -81,7 +81,9 @@ class StringSplit(OpSpec):
         if maxsplit < 0:
             maxsplit = -1        # Python: any negative maxsplit means no limit
         sep = delim.encode("utf-8") if delim else None
-        return {"n": product(node.inputs[0].shape), "count": node.split_count,
+        n = product(node.inputs[0].shape)
+        # an empty input's Y is empty whatever the dim: planned (0 bytes), not allocated here
+        return {"n": n, "count": node.split_count, "alloc": not (isinstance(n, int) and n == 0),
                 "sep": cstring.literal(sep) if sep else "NULL", "seplen": len(sep) if sep else 0,
                 "maxsplit": f"INT64_C({maxsplit})"}
 
