@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import InvalidGraph, NotImplemented as OrtNotImplemented
-from .protoutil import STD, all_names, copy, fresh_name, subgraphs
+from .protoutil import STD, all_names, constants, copy, fresh_name, subgraphs
 
 DOMAIN = "ai.onnx.preview.training"
 MIN_OPSET = 9        # Where and ConstantOfShape
@@ -293,7 +293,7 @@ class _Expansion:
         kept = []
         for i, dx in enumerate(xd):
             dy = gdims[lead + i]
-            if dx == dy or dy == 1 or (isinstance(dx, int) and dx != 1):
+            if (dx is not None and dx == dy) or dy == 1 or (isinstance(dx, int) and dx != 1):
                 continue        # not broadcast (a known x dim other than 1 equals y's)
             if dx == 1:
                 kept.append(lead + i)
@@ -401,7 +401,7 @@ def _pow(e, n, dy, ins):
     x, p = n.input[0], n.input[1]
     et = e.etype(x)
     dtype = helper.tensor_dtype_to_np_dtype(et)
-    init = {t.name: t for t in e.model.graph.initializer}
+    init = constants(e.model.graph)
 
     def local(a, b, y, g, da, db):
         ga = gb = None
@@ -531,7 +531,7 @@ def _reduce_axes(e, n, axes_from_input: bool) -> list[int] | None:
         name = n.input[1] if len(n.input) > 1 else ""
         if not name:
             return [] if _attr(n, "noop_with_empty_axes", 0) else None
-        init = {t.name: t for t in e.model.graph.initializer}
+        init = constants(e.model.graph)
         if name not in init or e.val(name) != name:
             raise OrtNotImplemented(f"{_describe(e.node)}: the gradient of {_describe(n)} needs constant axes")
         axes = [int(v) for v in numpy_helper.to_array(init[name]).reshape(-1)]
@@ -573,6 +573,27 @@ def _reduce(mean: bool, since_input: int):
     return rule
 
 
+def _where(e, n, dy, ins):
+    c = e.val(n.input[0])
+    ydims = e.dims(n.output[0], n)
+    res = []
+    for k, x in ((1, ins[1]), (2, ins[2])):
+        if x:
+            zero = e.scalar(0, e.etype(n.output[0]))
+            pick = [c, dy, zero] if k == 1 else [c, zero, dy]
+            res.append((x, e.unbroadcast(e.op("Where", pick), ydims, x, n)))
+    return res
+
+
+def _expand(e, n, dy, ins):
+    return [(n.input[0], e.unbroadcast(dy, e.dims(n.output[0], n), n.input[0], n))] if ins[0] else []
+
+
+def _constant_wrt_inputs(e, n, dy, ins):
+    """Results that are piecewise constant in their inputs (shapes, comparisons): no gradient."""
+    return []
+
+
 def _one(e, et):
     return e.scalar(1, et)
 
@@ -593,4 +614,8 @@ _RULES = {
     "Reshape": _reshape_like, "Flatten": _reshape_like, "Squeeze": _reshape_like, "Unsqueeze": _reshape_like,
     "Transpose": _transpose,
     "ReduceSum": _reduce(False, 13), "ReduceMean": _reduce(True, 18),
+    "Where": _where, "Expand": _expand,
+    # these appear in expanded gradients, so they matter for higher-order derivatives
+    **{op: _constant_wrt_inputs for op in ("Shape", "Size", "ConstantOfShape", "Greater", "Less", "Equal",
+                                           "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor")},
 }
