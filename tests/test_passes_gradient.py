@@ -300,3 +300,22 @@ def test_integer_x_is_refused():
     m = build([node("Mul", ["x", "x"], ["y"])], feeds, "y", ["x"])
     with pytest.raises(onnxc.NotImplemented, match="float tensors only"):
         expand_gradients(m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+def test_low_precision_types(dtype):
+    import ml_dtypes
+    dt = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    a, b = rnd(43, 2, 3), rnd(44, 3)
+    feeds = {"a": a.astype(dt), "b": b.astype(dt)}
+    m = build([node("Mul", ["a", "b"], ["t"]), node("Tanh", ["t"], ["y"])], feeds, "y", ["a", "b"])
+    try:
+        y, da, db = onnxc.InferenceSession(m.SerializeToString()).run(None, feeds)
+    except onnxc.NotImplemented as e:
+        pytest.skip(f"{dt} not supported by an op on the path: {e}")
+    a, b = feeds["a"].astype(np.float64), feeds["b"].astype(np.float64)
+    s = 1 - np.tanh(a * b) ** 2
+    tol = {np.float32: 1e-5, np.float16: 1e-2}.get(dt.type, 3e-2)
+    assert da.dtype == dt and db.dtype == dt
+    np.testing.assert_allclose(da.astype(np.float64), s * b, rtol=tol, atol=tol)
+    np.testing.assert_allclose(db.astype(np.float64), (s * a).sum(0), rtol=tol, atol=tol)
