@@ -12,6 +12,14 @@ templates treat them like a batch dimension. Two kinds:
   back into ``dims`` and the caller reads the output shapes again afterwards.
 
 A symbol's name is ``<op>#<node>.<k>`` (``...@run`` for the second kind).
+
+Dims with no upper bound -- a ``run`` dim assigned with ``bound=None``, or a ``resolve`` dim
+whose data is computed by the model itself (inside a loop body, from an earlier node), which is
+then computed just before its node, in the run ("late") -- are *heap* dims (``...@heap``):
+values whose size involves one are not planned in the static arena but taken from the run's
+heap (``onnxc_halloc``, a bump allocator at the end of the arena, see runtime_c). Its capacity
+is the last entry of ``dims`` (HEAP_SYMBOL); a run that needs more returns ONNXC_ERR_HEAP with
+the bytes it needs written there, and the caller grows the arena and runs again (runs are pure).
 """
 from __future__ import annotations
 
@@ -27,8 +35,13 @@ class DataSym:
     name: str
     node: Node
     kind: str                      # "resolve" | "value" (a parameter, not a dim) | "run"
-    bound: Dim | None = None       # "run": upper bound in other symbols
+    bound: Dim | None = None       # "run": upper bound in other symbols (None: a heap dim)
     block: "ResolveBlock | None" = None
+    late: bool = False             # "resolve"/"value" computed in the run, just before its node
+
+    @property
+    def heap(self) -> bool:
+        return self.name.endswith("@heap")
 
 
 @dataclass(eq=False)
@@ -43,11 +56,23 @@ class ResolveBlock:
     syms: list[DataSym] = field(default_factory=list)
 
 
-def _new(node: Node, kind: str) -> DataSym:
-    suffix = "@run" if kind == "run" else ""    # known only while running: see prelude
+HEAP_SYMBOL = "heap@bytes"     # the heap's capacity in bytes (the last dims entry when used)
+
+
+def _new(node: Node, kind: str, heap: bool = False) -> DataSym:
+    suffix = "@heap" if heap else "@run" if kind == "run" else ""    # known only while running: see prelude
     d = DataSym(f"{node.op_type}#{node.index}.{len(node.dyn)}{suffix}", node, kind)
     node.dyn.append(d)
     return d
+
+
+def is_heap_symbol(name: str) -> bool:
+    return name.endswith("@heap")
+
+
+def on_heap(d: Dim) -> bool:
+    """Whether a size involves a heap dim (then its value lives on the run's heap)."""
+    return isinstance(d, Expr) and any(is_heap_symbol(s) for s in d.symbols())
 
 
 def resolved(node: Node, count: int, template: str, ins, params: dict | None = None,
@@ -56,18 +81,31 @@ def resolved(node: Node, count: int, template: str, ins, params: dict | None = N
     then ``values`` more int64 run-time *parameters* (a Slice's start, a TopK's k, may be < 0):
     the kernel reads them (``{{ p.start|c }}``) but they must never enter a shape."""
     block = ResolveBlock(template, tuple(ins), dict(params or {}))
+    late = not all(readable_before_run(x) for x in ins)   # then computed in the run, before the node
     for k in range(count + values):
-        d = _new(node, "resolve" if k < count else "value")
-        d.block = block
+        d = _new(node, "resolve" if k < count else "value", heap=late)
+        d.block, d.late = block, late
         block.syms.append(d)
     return [sym(d.name) for d in block.syms]
 
 
-def assigned(node: Node, bound: Dim) -> Expr:
-    """A new dim the node's kernel assigns while it runs (``{{ p.x|c }} = n;``), at most ``bound``."""
-    d = _new(node, "run")
+def assigned(node: Node, bound: Dim | None) -> Expr:
+    """A new dim the node's kernel assigns while it runs (``{{ p.x|c }} = n;``), at most ``bound``.
+    ``bound=None``: no bound is known; the kernel then also allocates the outputs whose shape
+    uses the dim (``{{ outs[k].ptr }} = onnxc_halloc(H, bytes)``, see the module doc)."""
+    d = _new(node, "run", heap=bound is None or on_heap(bound))
     d.bound = bound
     return sym(d.name)
+
+
+def kernel_allocated(v: Value) -> bool:
+    """An output whose buffer its producer's kernel allocates (its shape uses a dim with no bound
+    that the kernel assigns)."""
+    n = v.producer
+    if n is None:
+        return False
+    mine = {d.name for d in n.dyn if d.kind == "run" and d.bound is None}
+    return any(s in mine for x in v.shape if isinstance(x, Expr) for s in x.symbols())
 
 
 def readable_before_run(v: Value | None) -> bool:
@@ -76,7 +114,7 @@ def readable_before_run(v: Value | None) -> bool:
     if v is None:
         return False
     if v.producer is None:
-        return v.is_input or v.const is not None
+        return (v.is_input and not v.body_input) or v.const is not None
     return prelude(v)
 
 
@@ -104,7 +142,7 @@ def prelude(v: Value) -> bool:
         if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx"):
             # only the input's dims are read: fine unless one is known only while running
             x_in = n.inputs[0]
-            if any(name.endswith("@run") for d in x_in.shape for name in _symbols(d)):
+            if any("@" in name for d in x_in.shape for name in _symbols(d)):
                 return False
             nodes.append(n)
             continue
@@ -141,6 +179,6 @@ def run_bounds(nodes) -> dict[str, Dim]:
     """Each "run" dim's bound in caller-known symbols only (a bound may use an earlier run dim)."""
     out: dict[str, Dim] = {}
     for d in data_symbols(nodes):
-        if d.kind == "run":
+        if d.kind == "run" and d.bound is not None:
             out[d.name] = substitute(d.bound, out)
     return out

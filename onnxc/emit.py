@@ -49,8 +49,16 @@ class Sources:
 
 
 def symbol_order(graph: Graph) -> list[str]:
-    """The C dims array: the input symbols, then the run-time dims (onnxc.dynamic) in node order."""
-    return graph.input_symbols() + [d.name for d in dynamic.data_symbols(graph.nodes)]
+    """The C dims array: the input symbols, then the run-time dims (onnxc.dynamic) in node order,
+    then the heap's capacity when the model uses one."""
+    heap = [dynamic.HEAP_SYMBOL] if uses_heap(graph) else []
+    return graph.input_symbols() + [d.name for d in dynamic.data_symbols(graph.nodes)] + heap
+
+
+def uses_heap(graph: Graph) -> bool:
+    """Whether a run may take memory from the heap (heap dims, or kernels that allocate)."""
+    return any(lookup(n).heap or any(d.heap for d in n.dyn) or any(uses_heap(b.graph) for b in n.bodies.values())
+               for n in graph.nodes)
 
 
 def _display_dim(d: Dim):
@@ -98,10 +106,15 @@ def _refs(graph: Graph, plan: MemoryPlan, offsets: dict, prefix: str, c, extra=(
             expr, const = f"({prefix}weights + {offsets[kind[1]]})", True
         elif kind[0] == "output":
             expr, const = f"outputs[{kind[1]}]", False
+        elif kind[0] == "heap":    # set when its first producer runs (_heap_lines)
+            expr, const = None, False
         else:
             expr, const = f"(A + {c(kind[1])})", False
         q = "const " if const and not ct.startswith("const ") else ""   # strings: const char *
-        decl_of[v.id] = f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});"
+        if expr is None:
+            decl_of[v.id] = f"{ct} *{v.cname} = NULL; (void){v.cname};"
+        else:
+            decl_of[v.id] = f"{q}{ct} *const {v.cname} = ({q}{ct} *)({expr});"
         refs[v.id] = TensorRef(v.cname, ct, [c(d) for d in v.shape], c(product(v.shape)), len(v.shape),
                                v.etype.name, v.etype.cc)
     return decl_of, refs
@@ -117,6 +130,16 @@ def _blocks(graph: Graph, plan: MemoryPlan, refs: dict, syms: list, c, headers: 
         for h in spec.headers:
             if h not in headers:
                 headers.append(h)
+        scratch = f"(A + {c(plan.scratch[node.index])})" if node.index in plan.scratch else "NULL"
+        pre = _late_resolve(node, refs, syms)
+        checks = [f"{c(a)} != {c(b)}" for a, b in node.checks]
+        if checks:   # dims the kernel takes as equal (broadcasting): never read out of bounds
+            pre.append(f"if ({' || '.join(checks)}) return ONNXC_ERR_SHAPE;")
+        if node.index in plan.heap_scratch:
+            scratch = "scr"
+            pre += [f"void *const scr = onnxc_halloc(H, {c(plan.heap_scratch[node.index])});",
+                    "if (!scr) return ONNXC_ERR_HEAP;"]
+        pre += _heap_lines(node, plan, refs, c)
         ctx = {
             "idx": node.index,
             "op": spec.op_type,
@@ -124,15 +147,41 @@ def _blocks(graph: Graph, plan: MemoryPlan, refs: dict, syms: list, c, headers: 
             "outs": [refs[v.id] if v is not None else None for v in node.outputs],
             "p": spec.params(node),
             "aliased": node.index in plan.aliased_views,
-            "scratch": f"(A + {c(plan.scratch[node.index])})" if node.index in plan.scratch else "NULL",
+            "scratch": scratch,
         }
         body = env.get_template(f"ops/{spec.template}").render(ctx)
-        checks = [f"{c(a)} != {c(b)}" for a, b in node.checks]
-        if checks:   # dims the kernel takes as equal (broadcasting): never read out of bounds
-            body = f"if ({' || '.join(checks)}) return ONNXC_ERR_SHAPE;\n" + body
-        blocks.append({"idx": node.index, "op": spec.op_type, "body": body,
-                       "set_dims": [syms.index(d.name) for d in node.dyn if d.kind == "run"]})
+        blocks.append({"idx": node.index, "op": spec.op_type, "body": body, "pre": pre,
+                       "set_dims": [syms.index(d.name) for d in node.dyn if d.kind == "run" or d.late]})
     return blocks
+
+
+def _late_resolve(node, refs: dict, syms: list) -> list[str]:
+    """The node's run-time dims computed from data the model itself makes (dynamic.resolved,
+    late): the resolve template's statements, run just before the node."""
+    env = environment()
+    lines: list[str] = []
+    for b in dict.fromkeys(d.block for d in node.dyn if d.late):
+        body = env.get_template(f"resolve/{b.template}").render(
+            ins=[refs[x.id] for x in b.ins], v=[f"s{syms.index(d.name)}" for d in b.syms], p=b.params)
+        lines += ["{"] + ["    " + ln for ln in body.splitlines()] + ["}"]
+        lines += [f"if (s{syms.index(d.name)} < 0) return ONNXC_ERR_SHAPE;" for d in b.syms if d.kind == "resolve"]
+    return lines
+
+
+def _heap_lines(node, plan: MemoryPlan, refs: dict, c) -> list[str]:
+    """Heap-planned outputs: the first value of a group is allocated here (unless the kernel
+    allocates it: its size is known only inside), later ones (views, in place) share it."""
+    lines: list[str] = []
+    for y in node.outputs:
+        if y is None or plan.storage[y.id][0] != "heap":
+            continue
+        first, r = plan.storage[y.id][1], refs[y.id]
+        if first != y.id:
+            lines.append(f"{r.ptr} = ({r.ct} *){refs[first].ptr};")
+        elif not dynamic.kernel_allocated(y):
+            lines += [f"{r.ptr} = ({r.ct} *)onnxc_halloc(H, {c(product(y.shape) * y.etype.itemsize)});",
+                      f"if (!{r.ptr}) return ONNXC_ERR_HEAP;"]
+    return lines
 
 
 def _c_of(names: dict):
@@ -199,17 +248,26 @@ def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, o
         base = len(data)
         data.extend(bb.data)
         offsets = {vid: base + off for vid, off in bb.offsets.items()}
-        syms = b.graph.input_symbols()
+        n_in = len(b.graph.input_symbols())
+        syms = b.graph.input_symbols() + [d.name for d in dynamic.data_symbols(b.graph.nodes)]
         c = _c_of({s: f"s{i}" for i, s in enumerate(syms)})
         env.filters["c"] = c
         decl_of, refs = _refs(b.graph, b.plan, offsets, prefix, c)
         blocks = _blocks(b.graph, b.plan, refs, syms, c, headers, op_counts)
-        copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}
-                  for v, j in b.plan.copies]
+        copies, heap_outputs = _copies(b.plan, refs, c)
         out.append(env.get_template("function.c.j2").render(
-            fname=b.fname, static=True, what=f"body {k}", syms=syms, run_ks=[], prefix=prefix,
-            decls=[decl_of[i] for i in sorted(decl_of)], blocks=blocks, copies=copies, profile=False))
+            fname=b.fname, what=f"body {k}", syms=syms, run_ks=list(range(n_in, len(syms))), prefix=prefix,
+            decls=[decl_of[i] for i in sorted(decl_of)], blocks=blocks, copies=copies,
+            heap_outputs=heap_outputs, profile=False))
     return out
+
+
+def _copies(plan: MemoryPlan, refs: dict, c) -> tuple[list, list]:
+    """The end of a run: outputs that are other values' bytes are copied into the caller's
+    buffer; outputs on the heap are handed over as pointers."""
+    copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}
+              for v, j in plan.copies]
+    return copies, [{"dst": j, "src": refs[v.id].ptr} for v, j in plan.heap_outputs]
 
 
 def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onnxc_",
@@ -225,14 +283,14 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
     env.filters["c"] = c
     n_in = len(graph.inputs)
     dsyms = dynamic.data_symbols(graph.nodes)
-    extra = [x for d in dsyms if d.block is not None for x in d.block.ins]   # what onnxc_resolve reads
+    extra = [x for d in dsyms if d.block is not None and not d.late for x in d.block.ins]   # what onnxc_resolve reads
     decl_of, refs = _refs(graph, plan, blob.offsets, prefix, c, extra)
     decls = [decl_of[i] for i in sorted(decl_of)]
     blocks = _blocks(graph, plan, refs, syms, c, headers, op_counts)
 
     prelude, pre_decls, pre_size = _prelude(graph, plan.storage, refs, decl_of, headers)
     resolve = []
-    for b in dict.fromkeys(d.block for d in dsyms if d.block is not None):
+    for b in dict.fromkeys(d.block for d in dsyms if d.block is not None and not d.late):
         for x in b.ins:
             if plan.storage[x.id][0] not in ("input", "overridable", "weight") and x.id not in pre_decls:
                 raise AssertionError(f"onnxc_resolve cannot read {x.describe()}")
@@ -244,13 +302,15 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
                         "syms": [syms.index(d.name) for d in b.syms],
                         "dims": [syms.index(d.name) for d in b.syms if d.kind == "resolve"]})
     run_syms = [{"k": syms.index(d.name), "bound": c(d.bound), "idx": d.node.index}
-                for d in dsyms if d.kind == "run"]
-    copies = [{"dst": j, "src": refs[v.id].ptr, "bytes": c(product(v.shape) * v.etype.itemsize)}
-              for v, j in plan.copies]
+                for d in dsyms if d.kind == "run" and not d.heap]
+    copies, heap_outputs = _copies(plan, refs, c)
+    heap_k = syms.index(dynamic.HEAP_SYMBOL) if dynamic.HEAP_SYMBOL in syms else None
     meta = _meta(graph, plan, syms, op_counts, version)
     meta["module"] = module
     meta["profiled"] = profile
     meta["nodes"] = [[b["op"], graph.nodes[k].name] for k, b in enumerate(blocks)]
+    for _, j in plan.heap_outputs:    # the run hands over a pointer into the arena's heap
+        meta["outputs"][j]["heap"] = True
     data = bytes(data)
     ctx = {
         "prefix": prefix,
@@ -258,7 +318,7 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         "version": version,
         "headers": headers,
         "syms": syms,
-        "n_input_syms": len(syms) - len(dsyms),
+        "n_input_syms": len(graph.input_symbols()),
         "resolve": resolve,
         "prelude": prelude,
         "prelude_bytes": pre_size,
@@ -267,6 +327,10 @@ def emit(graph: Graph, plan: MemoryPlan, blob: WeightBlob, *, prefix: str = "onn
         "decls": decls,
         "blocks": blocks,
         "copies": copies,
+        "heap_outputs": heap_outputs,
+        "heap_k": heap_k,
+        "static_bytes": c(plan.arena_bytes),
+        "run_ks": [syms.index(d.name) for d in dsyms if d.kind == "run" or d.late],
         "arena_bytes": c(plan.arena_bytes),
         "out_shapes": [[c(d) for d in v.shape] for v in graph.outputs],
         "meta_literal": cstring.literal(json.dumps(meta, sort_keys=True)),
@@ -314,8 +378,10 @@ def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: s
     m.update({
         "onnxc_version": version,
         "symbols": syms,
-        "input_symbols": len(syms) - len(dynamic.data_symbols(graph.nodes)),
-        "run_symbols": [syms.index(d.name) for d in dynamic.data_symbols(graph.nodes) if d.kind == "run"],
+        "input_symbols": len(graph.input_symbols()),
+        # dims the run writes into dims (outputs are read again after it)
+        "run_symbols": [syms.index(d.name) for d in dynamic.data_symbols(graph.nodes) if d.kind == "run" or d.late],
+        "heap_symbol": syms.index(dynamic.HEAP_SYMBOL) if dynamic.HEAP_SYMBOL in syms else None,
         "inputs": [io(v, decl_in.get(v.name)) for v in graph.inputs],
         "overridable": [io(v, decl_in.get(v.name)) for v in graph.overridable],
         "outputs": [io(v, vi) for v, vi in zip(graph.outputs, graph.declared_outputs)],

@@ -29,6 +29,7 @@ class Value:
     known: np.ndarray | None = None       # contents of a computed value known at compile time
     known_dims: np.ndarray | None = None  # contents as symbolic dims (object array): Shape arithmetic
     is_input: bool = False                # graph input (possibly with an initializer default)
+    body_input: bool = False              # ... of a control-flow body: passed by its node, not the caller
     is_output: bool = False
     producer: "Node | None" = None
     consumers: list = field(default_factory=list)
@@ -272,7 +273,7 @@ def from_subgraph(g: onnx.GraphProto, scope: dict, formal: list, captured: list)
         raise InvalidGraph(f"subgraph {g.name!r} declares {len(g.input)} inputs, {len(formal)} are passed")
     for vi, (et, shape) in zip(g.input, formal):
         v = value(vi.name)
-        v.etype, v.shape, v.is_input = et, tuple(shape), True
+        v.etype, v.shape, v.is_input, v.body_input = et, tuple(shape), True, True
         graph.inputs.append(v)
     for ov in captured:
         if ov.name in by_name:
@@ -283,7 +284,7 @@ def from_subgraph(g: onnx.GraphProto, scope: dict, formal: list, captured: list)
         if c is not None:
             v.const = c
         else:
-            v.is_input = True
+            v.is_input = v.body_input = True
             graph.inputs.append(v)
     consts = [t for t in g.initializer]
     nodes = []

@@ -5,7 +5,9 @@
    input or a weight), bound to a graph output buffer, or placed in the arena.
 2. Liveness of each arena group: [first producer, last reader] in node order; node scratch
    lives during its node only.
-3. Placement: greedy by size, lowest offset first. Sizes are symbolic polynomials; a candidate
+3. A group whose size involves a heap dim (onnxc.dynamic: known only while running, no bound)
+   is not placed: its first producer takes it from the run's heap; so is such a node scratch.
+4. Placement: greedy by size, lowest offset first. Sizes are symbolic polynomials; a candidate
    offset is taken only when it is *provably* free of every overlapping block for all symbol
    values, so one plan serves every batch size. Offsets are 64-byte aligned.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .dynamic import run_bounds
+from .dynamic import on_heap, run_bounds
 from .ir import Graph, Node, Value
 from .symbolic import Dim, align_up, dmax, evaluate, product, provably_le, substitute
 
@@ -43,12 +45,15 @@ class MemoryPlan:
     storage: dict[int, tuple]          # value id -> ("input", i) | ("overridable", i, root id)
                                        #            | ("weight", root id)
                                        #            | ("output", j) | ("arena", offset)
+                                       #            | ("heap", id of the group's first value)
     aliased_views: set[int]            # node indices whose view output shares its input's storage
     copies: list[tuple[Value, int]]    # at the end: copy value into graph output j
     scratch: dict[int, Dim]            # node index -> arena offset of its workspace
     blocks: list[Block]
     arena_bytes: Dim
     hint: dict[str, int] = field(default_factory=dict)
+    heap_outputs: list[tuple[Value, int]] = field(default_factory=list)  # graph output j is on the heap
+    heap_scratch: dict[int, Dim] = field(default_factory=dict)           # node index -> scratch bytes
 
     def lower_bound(self, env: Mapping[str, int]) -> int:
         """Largest sum of simultaneously live blocks: no plan can use less."""
@@ -151,9 +156,15 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
     storage: dict[int, tuple] = {}
     blocks: list[Block] = []
     block_of: dict[int, Block] = {}
+    heap_outputs: list[tuple[Value, int]] = []
     for root, mem in members.items():
         kind = g.kind[g.find(root)]
-        if kind[0] == "arena":
+        if kind[0] in ("arena", "output") and on_heap(nbytes(mem[0], bounds)):
+            first = min((m for m in mem if m.producer is not None), key=lambda m: m.producer.index)
+            if kind[0] == "output":
+                heap_outputs.append((graph.outputs[kind[1]], kind[1]))
+            kind = ("heap", first.id)
+        elif kind[0] == "arena":
             size = align_up(nbytes(mem[0], bounds), ALIGN)  # members share one byte size
             start = min(m.producer.index for m in mem if m.producer is not None)
             end = max(start, last_use(root))
@@ -162,8 +173,17 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
             block_of[root] = b
         for m in mem:
             storage[m.id] = kind
+    heap_scratch: dict[int, Dim] = {}
     for idx, size in scratch_sizes.items():
-        blocks.append(Block(f"s{idx}", align_up(substitute(size, bounds), ALIGN), idx, idx))
+        size = substitute(size, bounds)
+        if on_heap(size):
+            heap_scratch[idx] = size
+        else:
+            blocks.append(Block(f"s{idx}", align_up(size, ALIGN), idx, idx))
+    for v, j in list(copies):   # an input or a second name of a heap value: its pointer
+        if on_heap(nbytes(v, bounds)):
+            copies.remove((v, j))
+            heap_outputs.append((v, j))
 
     hint = dict(hint or {})
     for b in blocks:
@@ -174,7 +194,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         for m in members[root]:
             storage[m.id] = ("arena", b.offset)
     scratch = {int(b.key[1:]): b.offset for b in blocks if b.key[0] == "s"}
-    return MemoryPlan(storage, aliased, copies, scratch, blocks, arena, hint)
+    return MemoryPlan(storage, aliased, copies, scratch, blocks, arena, hint, heap_outputs, heap_scratch)
 
 
 def _symbols(d: Dim) -> set:

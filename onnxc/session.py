@@ -129,6 +129,9 @@ class InferenceSession:
         self._n_input_syms = m.get("input_symbols", len(syms))
         self._dynamic = self._n_input_syms < len(syms)      # dims that follow from input data
         self._run_syms = tuple(m.get("run_symbols", ()))    # ... some only known after the run
+        self._heap_k = m.get("heap_symbol")                  # the run's heap: grown on demand
+        self._heap_out = [j for j, d in enumerate(lib.outputs) if d.get("heap")]
+        self._heap_cap = _HEAP_START
         self._out_index = {d["name"]: j for j, d in enumerate(lib.outputs)}
         self._out_et = [dtypes.from_onnx(d["onnx_type"], strings=True) for d in lib.outputs]
         self._out_np = [et.np for et in self._out_et]
@@ -210,7 +213,7 @@ class InferenceSession:
         arrays = self._feed(input_feed)
         sel = self._selection(output_names) if output_names else None
         outs = self._execute(arrays)
-        if self._ml_out:
+        if self._ml_out and self._heap_k is None:    # (with a heap: done before the arena is reused)
             outs = self._ml_outputs(outs)
         del keep   # the input strings were needed until string outputs were decoded
         return outs if sel is None else [outs[j] for j in sel]
@@ -501,6 +504,8 @@ class InferenceSession:
         ffi, lib = self._ffi, self._clib
         cd = ffi.new("int64_t[]", list(dims) or [0])
         shapes = self._output_shapes(cd)
+        for j in self._heap_out:     # known after the run (the library hands them over)
+            shapes[j] = (0,) * len(shapes[j])
         for j, shp in enumerate(shapes):
             if any(x < 0 for x in shp):
                 raise InvalidArgument(f"output {self._outputs[j].name!r} would have negative dims {shp} "
@@ -540,7 +545,49 @@ class InferenceSession:
             raise self._lib.run_error(rc)
         return cd
 
+    def _execute_heap(self, ins: list, input_dims: tuple) -> list:
+        """Models with a heap (onnxc.dynamic): run, and when the heap was too small, grow it and run
+        again; outputs on the heap (and strings pointing there) are copied out before the arena
+        goes back to the pool."""
+        ffi, hk = self._ffi, self._heap_k
+        while True:
+            cd = self._resolve(ins, input_dims)
+            cd[hk] = self._heap_cap
+            _, need, _, pairs = self._plan(tuple(cd[0:self._nsyms]))
+            outs = [np.empty(shp, dt) for shp, dt in pairs]
+            slots = ffi.new("void *[]", [self._fb(o) for o in outs] or [self._null])
+            pool = self._arenas
+            arena = pool.pop() if pool else None
+            if arena is None or arena[1] < need:
+                arena = self._new_arena(need)
+            try:
+                rc = self._run_fn(ins, slots, cd, arena[0], self._threads)
+                if rc % 256 == 4 and rc > 0:      # ONNXC_ERR_HEAP: dims[heap] says how much it needs
+                    want = max(2 * self._heap_cap, int(cd[hk]))
+                    if want > _HEAP_MAX:
+                        raise Fail(f"running this model needs more than {_HEAP_MAX} bytes of memory "
+                                   f"for values sized while it runs ({int(cd[hk])} asked)")
+                    self._heap_cap = want
+                    continue
+                if rc != 0:
+                    raise self._lib.run_error(rc)
+                shapes = self._output_shapes(cd)
+                for j in self._heap_out:
+                    n = int(np.prod(shapes[j], dtype=np.int64)) * outs[j].itemsize
+                    raw = np.frombuffer(ffi.buffer(slots[j], n), np.uint8) if n else np.empty(0, np.uint8)
+                    outs[j] = raw.view(outs[j].dtype).reshape(shapes[j]).copy()
+                if self._run_syms:
+                    outs = [o if j in self._heap_out else _prefix(o, shp)
+                            for j, (o, shp) in enumerate(zip(outs, shapes))]
+                if self._ml_out:
+                    outs = self._ml_outputs(outs)
+                return outs
+            finally:
+                pool.append(arena)
+
     def _execute_dynamic(self, ins: list, input_dims: tuple) -> list:
+        if self._heap_k is not None:
+            return self._execute_heap(ins, input_dims)
         cd = self._resolve(ins, input_dims)
         shapes, need, _, pairs = self._plan(tuple(cd[0:self._nsyms]))
         outs = [np.empty(shp, dt) for shp, dt in pairs]
@@ -619,6 +666,19 @@ class InferenceSession:
         missing = [s.name for s in self._specs[:self._n_required] if ins[s.index] is None]
         if missing:
             raise InvalidArgument(f"Missing Input: {', '.join(missing)}")
+        if self._heap_k is not None:   # sizes known only while running: new outputs every run
+            results = {}
+            outs = self._execute_heap(self._pointers(ins), self._dims(shapes))
+            for name, bound in b._outputs.items():
+                j = self._out_index.get(name)
+                if j is None:
+                    raise InvalidArgument(f"Invalid output name: {name}")
+                if isinstance(bound, OrtValue):
+                    raise OrtNotImplemented(f"output {name!r}: this model's output shapes are known only "
+                                            "after the run; bind it to a device (bind_output) instead")
+                results[name] = OrtValue._wrap(outs[j], self._out_et[j])
+            b._results, b._prepared = results, None
+            return
         if self._dynamic:   # dims follow from the bound data: resolved for every run, never cached
             cd = self._resolve(self._pointers(ins), self._dims(shapes))
             out_shapes, need, _, _ = self._plan(tuple(cd[0:self._nsyms]))
@@ -668,6 +728,10 @@ class InferenceSession:
                     results[name] = OrtValue._wrap(_prefix(val._array, actual[j]), self._out_et[j])
         b._results = results
         b._prepared = None if self._dynamic else (self, c_ins, c_outs, cd, need, results)
+
+
+_HEAP_START = 1 << 16       # bytes of heap a session first tries (it keeps the largest it needed)
+_HEAP_MAX = 1 << 40
 
 
 def _prefix(a: np.ndarray, shape: tuple) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ir, planner, shapes
+from . import dynamic, ir, planner, shapes
 from .errors import NotImplemented as OrtNotImplemented
 from .ir import Graph, Node, Value
 from .symbolic import Dim, sym
@@ -34,7 +34,9 @@ class Body:
 def call_params(body: Body) -> dict:
     """What a template needs to call a body (templates/c/ops/_body.j2): its function, the outer
     dims its shapes use, the outer values it reads, its arena size."""
-    return {"fn": body.fname, "dims": [sym(s) for s in body.graph.input_symbols()],
+    dims = body.graph.input_symbols()
+    n = len(dims) + len(dynamic.data_symbols(body.graph.nodes))
+    return {"fn": body.fname, "dims": [sym(s) for s in dims], "n_syms": max(n, len(dims) + 1),
             "captured": [v.cname for v in body.runtime_inputs], "arena": body.arena_bytes}
 
 
@@ -47,9 +49,9 @@ def compile_body(node: Node, attr: str, formal: list[tuple]) -> Body:
     captured = node.inputs[node.n_formal:] if node.n_formal >= 0 else []
     graph = ir.from_subgraph(gp, node.scope, formal, captured)
     shapes.infer(graph)
-    if any(n.dyn for n in graph.nodes):
-        raise OrtNotImplemented(f"{node.describe()}: its {attr} body has dims that follow from data "
-                                "(not supported inside a subgraph yet)")
+    bad = [d for d in dynamic.data_symbols(graph.nodes) if d.kind == "resolve" and not d.late]
+    if bad:   # cannot happen: a body's inputs are not the caller's (onnxc_resolve cannot read them)
+        raise AssertionError(f"{node.describe()}: {bad[0].name} resolved before the run in a body")
     from .compiler import facts   # the same planning facts as the main graph (import cycle)
     plan = planner.plan(graph, facts)
     by_name = {v.name: v for v in captured}

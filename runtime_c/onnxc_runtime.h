@@ -27,6 +27,31 @@
 #define ONNXC_ERR_SHAPE ONNXC_ERR_AT(1)   /* run-time dims disagree with what the node needs */
 #define ONNXC_ERR_INDEX ONNXC_ERR_AT(2)   /* an index input is out of range */
 #define ONNXC_ERR_VALUE ONNXC_ERR_AT(3)   /* a value the node cannot map (unknown category, ...) */
+#define ONNXC_ERR_HEAP ONNXC_ERR_AT(4)    /* the run's heap is too small: dims' last entry says how big */
+
+/* The run's heap: a bump allocator over the arena's tail for values whose size is known only
+ * while the model runs (onnxc.dynamic "heap" dims, sequences, strings made by the model). Nothing
+ * is freed before the run ends. When full, `need` keeps the bytes a run would need at least. */
+typedef struct {
+    unsigned char *base;
+    int64_t cap, used, need;
+} onnxc_heap;
+
+static inline void *onnxc_halloc(onnxc_heap *h, int64_t bytes)
+{
+    const int64_t n = bytes > 0 ? (bytes + 63) & ~(int64_t)63 : 64;
+    if (bytes < 0 || bytes > (INT64_C(1) << 50) || h->used + n > h->cap) {
+        const int64_t want = h->used + n;
+        if (want > h->need) h->need = want;
+        h->used = want;          /* later requests of this run add to what it needs */
+        h->cap = -1;             /* ... and all fail: the run stops at the first check */
+        return NULL;
+    }
+    void *p = h->base + h->used;
+    h->used += n;
+    return p;
+}
+
 /* Largest dim (and element count) a run-time dim read from data may take: keeps every size
  * computation of the plan (products of dims, times element size) far from int64 overflow. */
 #define ONNXC_MAX_DIM (INT64_C(1) << 40)

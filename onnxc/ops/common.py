@@ -193,12 +193,12 @@ def schema_types(node: Node) -> list[dtypes.ElemType]:
 
 
 def data_input(node: Node, i: int, what: str, dims: bool = False):
-    """Input i's contents when known at compile time (numpy array), else the Value itself when
-    the caller passes it (a graph input: onnxc_resolve reads it before the run, see
-    onnxc.dynamic), else NotImplemented. A Value returned has a static rank-1 (or scalar) shape.
+    """Input i's contents when known at compile time (numpy array), else the Value itself: the
+    dims it gives are then computed from its data by onnxc_resolve before the run when the caller
+    passes it, else in the run just before the node (heap dims, see onnxc.dynamic). A Value
+    returned has a static rank-1 (or scalar) shape.
     ``dims=True``: the caller also accepts contents that are symbolic dims (an object array of
     int | Expr, from shape arithmetic on symbolic dims; see known_values.known_dims)."""
-    from ..dynamic import readable_before_run
     v = node.input(i)
     if v is None:
         return None
@@ -207,10 +207,6 @@ def data_input(node: Node, i: int, what: str, dims: bool = False):
         return value
     if dims and v.known_dims is not None:   # symbolic contents (Shape arithmetic): object array
         return v.known_dims
-    if not readable_before_run(v):
-        raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) must be an initializer, a "
-                                "graph input, or computed from initializers; values computed from "
-                                "other data at run time come later")
     if any(not isinstance(d, int) for d in v.shape):
         raise OrtNotImplemented(f"{node.describe()}: input {i} ({what}) needs a static shape, got "
                                 f"({', '.join(dim_repr(d) for d in v.shape)})")

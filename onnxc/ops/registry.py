@@ -23,6 +23,7 @@ class OpSpec:
     template: ClassVar[str] = ""             # file under templates/c/ops/
     headers: ClassVar[tuple[str, ...]] = ()  # runtime_c headers the template needs
     view: ClassVar[bool] = False             # output 0 is input 0's bytes under another shape
+    heap: ClassVar[bool] = False             # the kernel takes memory from the run's heap (H)
 
     def infer(self, node: Node) -> list[tuple]:
         """(ElemType, shape) for each output."""
