@@ -1,7 +1,7 @@
 """Element types: ONNX enum <-> numpy dtype <-> C type <-> onnxruntime type string, in one table."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes  # onnx depends on it: numpy dtypes for bfloat16 and friends
 import numpy as np
@@ -115,3 +115,50 @@ def from_name(name: str) -> ElemType:
     if n in BY_NAME:
         return BY_NAME[n]
     return BY_NP[np.dtype(n)]
+
+
+# ---- containers: sequences and optionals ------------------------------------------------------
+@dataclass(frozen=True)
+class ContainerType(ElemType):
+    """A sequence of tensors, or an optional tensor or sequence. In C one ``onnxc_seq`` header
+    (16 bytes: count, items; runtime_c/onnxc_runtime.h): a sequence's items are its tensors, an
+    optional tensor is 1 item or count -1 (empty), an optional sequence is the sequence or count -1.
+    ``elem`` is the tensor element type (an optional sequence: the ContainerType of the sequence).
+    ``elem_rank``: the tensors' rank where known (not part of the type's identity)."""
+    kind: str = "sequence"
+    elem: ElemType | None = None
+    elem_rank: int | None = field(default=None, compare=False)
+
+    @property
+    def ort(self) -> str:
+        inner = self.elem.ort
+        return f"seq({inner})" if self.kind == "sequence" else f"optional({inner})"
+
+    @property
+    def tensor(self) -> ElemType:
+        """The element type of the tensors inside (through an optional sequence)."""
+        return self.elem.tensor if isinstance(self.elem, ContainerType) else self.elem
+
+
+def container(kind: str, elem: ElemType, elem_rank: int | None = None) -> ContainerType:
+    return ContainerType(0, f"{kind}({elem.name})", np.dtype((np.void, 16)), "onnxc_seq",
+                         kind=kind, elem=elem, elem_rank=elem_rank)
+
+
+def from_type_proto(tp, where: str = "") -> ElemType:
+    """A TypeProto's element type: a tensor's ElemType, or a ContainerType for sequence/optional."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        return from_onnx(tp.tensor_type.elem_type, where, strings=True)
+    if which in ("sequence_type", "optional_type"):
+        inner_tp = tp.sequence_type.elem_type if which == "sequence_type" else tp.optional_type.elem_type
+        inner = from_type_proto(inner_tp, where)
+        if isinstance(inner, ContainerType) and (which == "sequence_type" or inner.kind != "sequence"):
+            raise OrtNotImplemented(f"type {which} of {inner.ort} is not supported{where}")
+        rank = None
+        if inner_tp.WhichOneof("value") == "tensor_type" and inner_tp.tensor_type.HasField("shape"):
+            rank = len(inner_tp.tensor_type.shape.dim)
+        elif isinstance(inner, ContainerType):
+            rank = inner.elem_rank
+        return container("sequence" if which == "sequence_type" else "optional", inner, rank)
+    raise OrtNotImplemented(f"type {which} is not supported{where}")

@@ -134,7 +134,7 @@ def prelude(v: Value) -> bool:
         seen.add(x.id)
         n = x.producer
         if n is None:
-            if not (x.is_input or x.const is not None):
+            if not ((x.is_input and not x.body_input) or x.const is not None):
                 return False
             continue
         if getattr(n, "prelude", False):

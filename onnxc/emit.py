@@ -8,7 +8,8 @@ from typing import Any
 
 import jinja2
 
-from . import cstring, dynamic, subgraph, symbolic, weights
+from . import cstring, dtypes, dynamic, subgraph, symbolic, weights
+from .errors import NotImplemented as OrtNotImplemented
 from .ir import Graph, Value
 from .ops import lookup
 from .planner import MemoryPlan
@@ -57,6 +58,8 @@ def symbol_order(graph: Graph) -> list[str]:
 
 def uses_heap(graph: Graph) -> bool:
     """Whether a run may take memory from the heap (heap dims, or kernels that allocate)."""
+    if any(isinstance(v.etype, dtypes.ContainerType) for v in graph.inputs + graph.outputs):
+        return True    # the session reads containers only while it holds the arena (see session)
     return any(lookup(n).heap or any(d.heap for d in n.dyn) or any(uses_heap(b.graph) for b in n.bodies.values())
                for n in graph.nodes)
 
@@ -255,6 +258,15 @@ def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, o
         decl_of, refs = _refs(b.graph, b.plan, offsets, prefix, c)
         blocks = _blocks(b.graph, b.plan, refs, syms, c, headers, op_counts)
         copies, heap_outputs = _copies(b.plan, refs, c)
+        for h in list(heap_outputs):     # the node gave a buffer: check the dims, copy into it
+            v = b.graph.outputs[h["dst"]]
+            shape = b.expect.get(h["dst"])
+            if shape is None:
+                raise OrtNotImplemented(f"{v.describe()}, an output of a subgraph, has dims known only "
+                                        "while it runs where its node needs them before")
+            heap_outputs.remove(h)
+            copies.append({"dst": h["dst"], "src": h["src"], "bytes": c(product(shape) * v.etype.itemsize),
+                           "check": " || ".join(f"{c(a)} != {c(e)}" for a, e in zip(v.shape, shape) if a != e)})
         out.append(env.get_template("function.c.j2").render(
             fname=b.fname, what=f"body {k}", syms=syms, run_ks=list(range(n_in, len(syms))), prefix=prefix,
             decls=[decl_of[i] for i in sorted(decl_of)], blocks=blocks, copies=copies,
@@ -363,6 +375,11 @@ def _meta(graph: Graph, plan: MemoryPlan, syms: list[str], op_counts, version: s
                              else None for d in v.shape], "zipmap": zm}
         if getattr(v, "map_input", None) is not None:
             return _map_io(v, syms)
+        if isinstance(v.etype, dtypes.ContainerType):   # one onnxc_seq header (the session converts)
+            et = v.etype
+            return {"name": v.name, "type": et.ort, "onnx_type": et.tensor.onnx, "shape": [], "dims": [],
+                    "container": {"kind": et.kind, "inner": "sequence" if isinstance(et.elem, dtypes.ContainerType)
+                                  else "tensor", "elem": et.tensor.onnx}}
         return {
             "name": v.name,
             "type": v.etype.ort,

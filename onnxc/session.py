@@ -89,6 +89,8 @@ class _In:
         self.etype = dtypes.from_onnx(d["onnx_type"], strings=True)
         self.dtype = self.etype.np if self.etype is not dtypes.STRING else np.dtype(np.uintp)  # pointers
         dims = d["dims"]
+        if d.get("container"):    # a sequence/optional: its onnxc_seq header, 2 int64 (see _containers)
+            self.dtype, dims = np.dtype(np.int64), [2]
         self.rank = len(dims)
         self.fixed = tuple((k, v) for k, v in enumerate(dims) if isinstance(v, int))
         self.syms = tuple((k, v["sym"]) for k, v in enumerate(dims) if isinstance(v, dict))
@@ -132,10 +134,16 @@ class InferenceSession:
         self._heap_k = m.get("heap_symbol")                  # the run's heap: grown on demand
         self._heap_out = [j for j, d in enumerate(lib.outputs) if d.get("heap")]
         self._heap_cap = _HEAP_START
+        self._cont_in = [(s, d["container"]) for s, d in zip(self._specs, lib.inputs + lib.overridable)
+                         if d.get("container")]
+        self._cont_out = [(j, d["container"]) for j, d in enumerate(lib.outputs) if d.get("container")]
+        self._cont_idx = {j for j, _ in self._cont_out}
         self._out_index = {d["name"]: j for j, d in enumerate(lib.outputs)}
         self._out_et = [dtypes.from_onnx(d["onnx_type"], strings=True) for d in lib.outputs]
         self._out_np = [et.np for et in self._out_et]
         self._init_ml_io()
+        for j, _ in self._cont_out:
+            self._out_np[j] = np.dtype(np.int64)
         self._out_ranks = [len(d["dims"]) for d in lib.outputs]
         self._ffi, self._clib = lib.ffi, lib.lib
         self._run_fn = lib.lib.onnxc_run
@@ -210,6 +218,9 @@ class InferenceSession:
             input_feed = self._encode_maps(input_feed)
         if self._str_in:
             input_feed, keep = self._encode_strings(input_feed)
+        if self._cont_in:
+            input_feed, kept = self._encode_containers(input_feed)
+            keep = (keep, kept)
         arrays = self._feed(input_feed)
         sel = self._selection(output_names) if output_names else None
         outs = self._execute(arrays)
@@ -326,6 +337,71 @@ class InferenceSession:
                 flat[k] = txt
             outs[j] = res
         return outs
+
+    # ---- sequences and optionals ---------------------------------------------------------
+    def _encode_containers(self, feed):
+        """A copy of the feed where each sequence/optional input is its C header (count, items):
+        items (data pointer, rank, dims) point into the arrays, which the copy keeps alive."""
+        try:
+            feed = dict(feed.items())
+        except AttributeError:
+            return feed, None           # _feed reports the error
+        keep = []
+        for s, c in self._cont_in:
+            if s.name not in feed and c["kind"] != "optional":
+                continue
+            v = feed.get(s.name)     # an optional not fed is empty
+            if isinstance(v, OrtValue):
+                v = v._host_array()
+            where = f"input {s.name!r} ({self._inputs[s.index].type if s.index < len(self._inputs) else c['kind']})"
+            if c["kind"] == "optional" and v is None:
+                feed[s.name] = np.array([-1, 0], np.int64)
+                continue
+            seq = c["kind"] == "sequence" or c["inner"] == "sequence"
+            if seq and not isinstance(v, (list, tuple)):
+                raise InvalidArgument(f"{where}: expected a list of arrays, got {type(v).__name__}")
+            if not seq and isinstance(v, (list, tuple)):
+                v = np.asarray(v)
+            tensors = list(v) if seq else [v]
+            et = dtypes.from_onnx(c["elem"], strings=True)
+            if et is dtypes.STRING:
+                raise OrtNotImplemented(f"{where}: sequences of strings are not supported yet")
+            items = np.zeros((max(len(tensors), 1), 10), np.int64)
+            for k, t in enumerate(tensors):
+                a = np.asarray(t.numpy() if isinstance(t, OrtValue) else t)
+                if not a.flags.c_contiguous:     # (np.ascontiguousarray would make a scalar 1-D)
+                    a = a.copy(order="C")
+                if a.dtype != et.np:
+                    raise InvalidArgument(f"{where}: element {k} is {a.dtype}, expected {et.name}")
+                if a.ndim > 8:
+                    raise OrtNotImplemented(f"{where}: element {k} has rank {a.ndim} (at most 8)")
+                keep.append(a)
+                items[k, 0] = a.ctypes.data if a.size else 0
+                items[k, 1] = a.ndim
+                items[k, 2:2 + a.ndim] = a.shape
+            keep.append(items)
+            feed[s.name] = np.array([len(tensors) if seq else 1, items.ctypes.data], np.int64)
+        return feed, keep
+
+    def _read_container(self, header: np.ndarray, c: dict):
+        """A sequence (list of arrays), an optional (None or the value) from its C header."""
+        count, items = int(header[0]), int(header[1])
+        if count < 0:
+            return None
+        ffi = self._ffi
+        et = dtypes.from_onnx(c["elem"], strings=True)
+        out = []
+        if count:
+            raw = np.frombuffer(ffi.buffer(ffi.cast("void *", items), count * 80), np.int64).reshape(count, 10)
+            for k in range(count):
+                data, rank = int(raw[k, 0]), int(raw[k, 1])
+                shape = tuple(int(x) for x in raw[k, 2:2 + rank])
+                n = int(np.prod(shape, dtype=np.int64)) * et.itemsize
+                buf = np.frombuffer(ffi.buffer(ffi.cast("void *", data), n), np.uint8) if n else np.empty(0, np.uint8)
+                out.append(buf.view(et.np).reshape(shape).copy())
+        if c["kind"] == "sequence" or c["inner"] == "sequence":
+            return out
+        return out[0]
 
     # ---- map inputs (ai.onnx.ml DictVectorizer, CastMap) ----------------------------------
     def _init_map_inputs(self) -> None:
@@ -506,6 +582,8 @@ class InferenceSession:
         shapes = self._output_shapes(cd)
         for j in self._heap_out:     # known after the run (the library hands them over)
             shapes[j] = (0,) * len(shapes[j])
+        for j, _ in self._cont_out:  # a container's header
+            shapes[j] = (2,)
         for j, shp in enumerate(shapes):
             if any(x < 0 for x in shp):
                 raise InvalidArgument(f"output {self._outputs[j].name!r} would have negative dims {shp} "
@@ -577,8 +655,10 @@ class InferenceSession:
                     raw = np.frombuffer(ffi.buffer(slots[j], n), np.uint8) if n else np.empty(0, np.uint8)
                     outs[j] = raw.view(outs[j].dtype).reshape(shapes[j]).copy()
                 if self._run_syms:
-                    outs = [o if j in self._heap_out else _prefix(o, shp)
+                    outs = [o if j in self._heap_out or o.shape == (2,) and j in self._cont_idx else _prefix(o, shp)
                             for j, (o, shp) in enumerate(zip(outs, shapes))]
+                for j, c in self._cont_out:
+                    outs[j] = self._read_container(outs[j], c)
                 if self._ml_out:
                     outs = self._ml_outputs(outs)
                 return outs

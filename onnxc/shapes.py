@@ -48,8 +48,11 @@ def infer(graph: Graph, overrides: Mapping[str, int] | None = None) -> None:
         if vi.type.HasField("map_type"):
             map_input(graph, vi, v)
             continue
+        if vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+            v.etype, v.shape = dtypes.from_type_proto(vi.type, f" (graph input {vi.name!r})"), ()
+            continue
         if not vi.type.HasField("tensor_type"):
-            raise InvalidGraph(f"graph input {vi.name!r} is not a tensor (sequence/map inputs come later)")
+            raise InvalidGraph(f"graph input {vi.name!r} is not a tensor, a sequence or an optional")
         v.etype = dtypes.from_onnx(tt.elem_type, f" (graph input {vi.name!r})", strings=True)
         shape = declared_shape(vi, fresh, overrides)
         if shape is None:
@@ -100,9 +103,18 @@ def _check_declared(vi: onnx.ValueInfoProto, v: Value) -> None:
 
 
 def _check_declared_non_tensor(vi: onnx.ValueInfoProto, v: Value) -> None:
-    """Sequence/map graph outputs: only ZipMap's seq(map(key, tensor(float))) is computed so far."""
+    """Sequence/optional outputs of tensors; sequences of maps: only ZipMap's seq(map(key, tensor(float)))."""
     zm = getattr(v, "zipmap", None)
     t = vi.type
+    if isinstance(v.etype, dtypes.ContainerType) and zm is None:
+        try:
+            declared = dtypes.from_type_proto(t)
+        except Exception:   # noqa: BLE001 - reported below as a mismatch
+            declared = None
+        if declared != v.etype and not _loosely_equal(declared, v.etype):
+            raise InvalidGraph(f"graph output {vi.name!r} is declared {declared.ort if declared else t} but "
+                               f"computes {v.etype.ort}")
+        return
     ok = (zm is not None and t.HasField("sequence_type") and t.sequence_type.elem_type.HasField("map_type"))
     if ok:
         mt = t.sequence_type.elem_type.map_type
@@ -111,6 +123,14 @@ def _check_declared_non_tensor(vi: onnx.ValueInfoProto, v: Value) -> None:
     if not ok:
         raise InvalidGraph(f"graph output {vi.name!r} is declared as a {t.WhichOneof('value')} that onnxc "
                            "does not compute (only ZipMap's sequence of maps is supported)")
+
+
+def _loosely_equal(declared, got) -> bool:
+    """An optional declared where its value is always there (or the other way) holds the same data."""
+    if declared is None:
+        return False
+    strip = lambda t: t.elem if isinstance(t, dtypes.ContainerType) and t.kind == "optional" else t  # noqa: E731
+    return strip(declared) == strip(got)
 
 
 # ---- map inputs (ai.onnx.ml DictVectorizer, CastMap) ------------------------------------------

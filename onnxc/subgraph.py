@@ -7,7 +7,7 @@ scratch. Body dims are the outer symbols of the same name, so sizes carry over u
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import dynamic, ir, planner, shapes
 from .errors import NotImplemented as OrtNotImplemented
@@ -21,6 +21,7 @@ class Body:
     plan: planner.MemoryPlan
     runtime_inputs: list[Value]     # outer values passed at run time (after the declared inputs)
     fname: str = ""                 # C function name, given at emit time
+    expect: dict = field(default_factory=dict)   # output index -> the shape its node gives it
 
     @property
     def arena_bytes(self) -> Dim:
@@ -38,6 +39,19 @@ def call_params(body: Body) -> dict:
     n = len(dims) + len(dynamic.data_symbols(body.graph.nodes))
     return {"fn": body.fname, "dims": [sym(s) for s in dims], "n_syms": max(n, len(dims) + 1),
             "captured": [v.cname for v in body.runtime_inputs], "arena": body.arena_bytes}
+
+
+def expect_shape(body: Body, j: int, shape) -> bool:
+    """Whether output j of the body fits the buffer its node gives it (of ``shape``): the same
+    shape, or one whose differing dims are known only while the body runs (the body then checks
+    them and copies its result into the buffer; see emit)."""
+    o = body.outputs[j]
+    if tuple(o.shape) == tuple(shape):
+        return True
+    if len(o.shape) != len(shape) or not all(a == b or dynamic.on_heap(a) for a, b in zip(o.shape, shape)):
+        return False
+    body.expect[j] = tuple(shape)
+    return True
 
 
 def compile_body(node: Node, attr: str, formal: list[tuple]) -> Body:

@@ -52,6 +52,20 @@ static inline void *onnxc_halloc(onnxc_heap *h, int64_t bytes)
     return p;
 }
 
+/* Sequences and optionals (onnxc.dtypes.ContainerType): a 16-byte header whose items (tensors:
+ * data and dims) live on the heap or in the caller's memory; never written once made. count -1:
+ * an empty optional. */
+#define ONNXC_SEQ_MAXRANK 8
+typedef struct {
+    const void *data;
+    int64_t rank;
+    int64_t dims[ONNXC_SEQ_MAXRANK];
+} onnxc_item;
+typedef struct {
+    int64_t count;
+    const onnxc_item *items;
+} onnxc_seq;
+
 /* Largest dim (and element count) a run-time dim read from data may take: keeps every size
  * computation of the plan (products of dims, times element size) far from int64 overflow. */
 #define ONNXC_MAX_DIM (INT64_C(1) << 40)

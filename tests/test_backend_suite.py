@@ -34,6 +34,10 @@ EXCLUDE = {
         "float16 (numpy); onnxc (like onnxruntime) computes Softmax in float and rounds once, which "
         "differs by 1 float16 ulp in 2 of 192 elements (rtol 1e-3); the other float16 attention "
         "tests pass",
+    r"^test_loop16_seq_none_cpu$":
+        "the suite's harness cannot compare it: its expected sequence holds a 0-d tensor and "
+        "Runner.assert_similar_outputs calls len() on each sequence element (TypeError for any "
+        "backend); onnxc's output equals onnx.reference's (tests/test_sequences.py)",
     r"^test_dft_inverse(_opset19)?_cpu$":
         "expected data is numpy's float32 pocketfft output, whose rounding noise (1.9e-7 where the "
         "exact value is 0) exceeds the suite's atol=1e-7; onnxc's double-precision FFT gives ~3e-15 "
@@ -44,8 +48,9 @@ EXCLUDE = {
 def _implemented(model) -> bool:
     """Every operator registered for its opset, every graph input/output of a supported type."""
     for vi in list(model.graph.input) + list(model.graph.output):
-        et = vi.type.tensor_type.elem_type
-        if not vi.type.HasField("tensor_type") or (et not in dtypes.BY_ONNX and et != onnx.TensorProto.STRING):
+        try:
+            dtypes.from_type_proto(vi.type)    # tensors, sequences and optionals of them
+        except onnxc.NotImplemented:
             return False
     opsets = {o.domain or "": o.version for o in model.opset_import}
     for n in model.graph.node:

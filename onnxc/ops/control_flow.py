@@ -26,6 +26,12 @@ def _tensor_outputs(node, body, what):
             raise OrtNotImplemented(f"{node.describe()}: {what} output {v.name!r} is not a tensor")
 
 
+def _same_kind(a: dtypes.ElemType, b: dtypes.ElemType) -> bool:
+    """Equal types, or an optional and what it holds (one C representation: count -1 is empty)."""
+    strip = lambda t: t.elem if isinstance(t, dtypes.ContainerType) and t.kind == "optional" else t  # noqa: E731
+    return a == b or strip(a) == strip(b)
+
+
 class _Layout:
     """Carves the node's scratch into 64-byte aligned pieces (sizes in Dims)."""
     def __init__(self):
@@ -57,7 +63,7 @@ class If(OpSpec):
                        f"the node has {n_out}")
         results, node.if_dims = [], []
         for j, (a, b) in enumerate(zip(then_b.outputs, else_b.outputs)):
-            if a.etype is not b.etype:
+            if a.etype != b.etype:
                 raise fail(node, f"output {j}: then_branch gives {a.etype.name}, else_branch {b.etype.name}")
             if a.rank != b.rank:
                 raise OrtNotImplemented(f"{node.describe()}: output {j} has rank {a.rank} in then_branch and "
@@ -126,7 +132,7 @@ class Scan(OpSpec):
             raise fail(node, "scan_output_axes/scan_output_directions must have one entry per scan output")
         results = []
         for i, (s, o) in enumerate(zip(states, body.outputs[:n])):
-            if s.shape != o.shape or s.etype is not o.etype:
+            if s.shape != o.shape or s.etype != o.etype:
                 raise OrtNotImplemented(f"{node.describe()}: state {i} changes from {_shape_str(s.shape)} to "
                                         f"{_shape_str(o.shape)} in the body")
             results.append((s.etype, s.shape))
@@ -288,10 +294,10 @@ class Loop(OpSpec):
             raise fail(node, "the body's first output (cond) must be a one-element bool tensor")
         results = []
         for i, (v, o) in enumerate(zip(carried, body.outputs[1:1 + n])):
-            if v.shape != o.shape or v.etype is not o.etype:
+            if not subgraph.expect_shape(body, 1 + i, v.shape) or not _same_kind(v.etype, o.etype):
                 raise OrtNotImplemented(f"{node.describe()}: loop-carried value {i} changes from "
                                         f"{_shape_str(v.shape)} to {_shape_str(o.shape)} in the body")
-            results.append((v.etype, v.shape))
+            results.append((o.etype, v.shape))   # a sequence's element rank is known from the body
         trip = bound = None
         if k:
             bound = self._trip_bound(node, M)
