@@ -160,7 +160,7 @@ def test_errors():
 @pytest.mark.parametrize("axis,shape", [(-1, (3, 37)), (1, (2, 5, 70)), (0, (4, 3))])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_low_precision(op, axis, shape, dtype):
-    """float16/bfloat16 run the float kernel on a float copy, rounded once; NaN rows stay NaN."""
+    """float16/bfloat16 against onnx.reference; NaN rows stay NaN."""
     import ml_dtypes
     from onnx.reference import ReferenceEvaluator
     dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
@@ -175,3 +175,112 @@ def test_low_precision(op, axis, shape, dtype):
     assert got.dtype == ref[0].dtype
     np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
     np.testing.assert_allclose(g, r, rtol=2e-2, atol=2e-2 if op == "Softmax" else 8e-2)
+
+
+# float16/bfloat16 Softmax: the function body in the element type (x - max, Exp, ReduceSum, Div, each
+# rounded once to it), the sum accumulated exactly and rounded once
+
+
+def _lowp(dtype):
+    import ml_dtypes
+    return np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+
+
+def _round(d, dt):
+    """float64 -> dt, rounded once (numpy's float64 -> float16 is direct; for bfloat16 go through
+    float32 rounded to odd, which makes the second rounding exact-equivalent)."""
+    d = np.asarray(d, np.float64)
+    if dt == np.float16:
+        return d.astype(np.float16)
+    with np.errstate(all="ignore"):
+        f = d.astype(np.float32)
+        bits = f.view(np.uint32).copy()
+        inexact = (f.astype(np.float64) != d) & np.isfinite(d)
+        bits[inexact & (np.abs(f.astype(np.float64)) > np.abs(d))] -= 1   # truncate toward zero
+        bits[inexact] |= 1
+    return bits.view(np.float32).astype(dt)
+
+
+def softmax_body(x, axis):
+    """Softmax's function body evaluated in x's type, each intermediate rounded once."""
+    dt = x.dtype.type
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        t = _round(x64 - x64.max(axis=axis, keepdims=True), dt).astype(np.float64)
+        e = _round(np.exp(t), dt).astype(np.float64)
+        s = _round(e.sum(axis=axis, keepdims=True), dt).astype(np.float64)
+        return _round(e / s, dt)
+
+
+def run_lowp(x, attrs, opset=13, input_shapes=None):
+    m = make_node_model("Softmax", {"x": x}, attrs, opset=opset, input_shapes=input_shapes)
+    vi = m.graph.output[0]
+    vi.CopyFrom(helper.make_tensor_value_info(vi.name, NP2ONNX[x.dtype], [None] * x.ndim))
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    with poisoned():
+        return m, sess, sess.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape,axis", [((5, 37), -1), ((3, 4, 6), 1), ((2, 70, 3), 1), ((4, 3), 0),
+                                        ((2, 3, 1000), 2)])
+def test_low_precision_softmax_is_its_function_body(dtype, shape, axis):
+    x = (np.random.default_rng(7).standard_normal(shape) * 4).astype(_lowp(dtype))
+    _, _, got = run_lowp(x, {"axis": axis})
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got.view(np.uint16), softmax_body(x, axis).view(np.uint16))
+
+
+@pytest.mark.parametrize("opset", [1, 11, 13])
+@pytest.mark.parametrize("shape", [(6, 37), (2, 3, 300), (64, 6)])
+def test_float16_softmax_bit_exact_to_reference(opset, shape):
+    """Along a contiguous row numpy sums float16 in float and rounds once: onnx.reference's
+    float16 Softmax (and the Attention reference's) is then reproduced bit for bit."""
+    x = (np.random.default_rng(opset).standard_normal(shape) * 3).astype(np.float16)
+    m, _, got = run_lowp(x, {"axis": len(shape) - 1}, opset)
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got.view(np.uint16), ref.astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_softmax_every_exp_argument(dtype):
+    """Rows [0, t] for every finite t <= 0 of the type that Exp does not round to 0 (and a few
+    it does): Exp correctly rounded, then sum and division rounded once each."""
+    dt = _lowp(dtype)
+    bits = np.arange(0x8000, 0x10000, dtype=np.uint32).astype(np.uint16)
+    t = bits.view(dt)
+    t = t[np.isfinite(t.astype(np.float32)) & (t.astype(np.float32) > (-20 if dtype == "float16" else -100))]
+    x = np.stack([np.zeros_like(t), t], axis=1)
+    _, _, got = run_lowp(x, {"axis": 1})
+    np.testing.assert_array_equal(got.view(np.uint16), softmax_body(x, 1).view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_low_precision_softmax_nan_inf_rows(dtype, axis):
+    x = (np.random.default_rng(2).standard_normal((6, 5)) * 3).astype(np.float32)
+    x[0, 2] = np.nan           # NaN row -> all NaN
+    x[1, 0] = np.inf           # +inf -> all NaN (inf - inf)
+    x[2, :] = -np.inf          # all -inf -> NaN
+    x[3, 1] = -np.inf          # one -inf -> 0 there
+    x[4, :] = 60000.0          # huge but finite
+    x[5, 3], x[5, 1] = np.inf, -np.inf
+    x = x.astype(_lowp(dtype))
+    if axis == 0:
+        x = np.ascontiguousarray(x.T)
+    m, _, got = run_lowp(x, {"axis": axis})
+    want = softmax_body(x, axis)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    with np.errstate(all="ignore"):
+        ref = ReferenceEvaluator(m).run(None, {"x": x})[0].astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), np.isnan(ref))
+
+
+def test_low_precision_softmax_symbolic_batch():
+    x = (rng.standard_normal((2, 3, 8)) * 3).astype(np.float16)
+    _, sess, _ = run_lowp(x, {"axis": 1}, input_shapes={"x": ["N", 3, 8]})
+    for n in (1, 5):
+        x = (rng.standard_normal((n, 3, 8)) * 3).astype(np.float16)
+        with poisoned():
+            got = sess.run(None, {"x": x})[0]
+        np.testing.assert_array_equal(got.view(np.uint16), softmax_body(x, 1).view(np.uint16))

@@ -4,6 +4,13 @@ Before opset 13 the input is coerced to 2-D at ``axis`` (default 1) and each row
 prod(shape[axis:]) elements is normalised; from 13 the op works along one axis (default -1).
 Either way the kernel sees (outer, D, inner): D elements with stride ``inner``.
 NaN anywhere in a row makes the whole row NaN, +inf too (inf - inf), as in onnx.reference.
+
+float16/bfloat16 Softmax follows its function body in the element type: x - max, Exp and the
+row sum are each rounded to it before the division (what onnx.reference and the Attention
+reference compute; exact to float16 numpy along a row). LogSoftmax in those types is computed in
+float and rounded once: onnx.reference takes Log of the rounded Softmax there (-inf where it
+underflows), and rounding the function body's sum before its Log loses up to half an ulp of the
+type in absolute terms near 0, so neither is followed.
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from .common import fail, norm_axis
 from .registry import OpSpec, register
 
 FLOATS = (dtypes.BY_NAME["float"], dtypes.BY_NAME["double"])
-LOWP = (dtypes.BY_NAME["float16"], dtypes.BY_NAME["bfloat16"])   # computed in a float buffer
+LOWP = (dtypes.BY_NAME["float16"], dtypes.BY_NAME["bfloat16"])   # computed in a float buffer (scratch)
 LANES = 64    # columns handled together when the axis is not the innermost one
 UNROLL = 16   # partial max/sum accumulators along a contiguous row
 
@@ -44,9 +51,11 @@ class _Softmax(OpSpec):
     def params(self, node):
         x = node.inputs[0]
         outer, d, inner = self._split(node)
-        f = "f" if x.etype.c == "float" or x.etype in LOWP else ""
-        return {"lowp": x.etype in LOWP, "outer": outer, "d": d, "inner": inner, "log": self.log, "exp": "exp" + f,
-                "logf": "log" + f, "lanes": LANES, "unroll": UNROLL, "work": product(x.shape)}
+        f = "f" if x.etype.c == "float" else ""
+        lowp = x.etype in LOWP
+        return {"lowp": lowp, "steps": lowp and not self.log, "outer": outer, "d": d, "inner": inner,
+                "log": self.log, "exp": "exp" + f, "logf": "log" + f, "lanes": LANES, "unroll": UNROLL,
+                "work": product(x.shape)}
 
     def inplace(self, node):
         return [(0, 0)]
