@@ -29,11 +29,6 @@ EXCLUDE = {
         "codec not implemented: WebP's lossy VP8 and JPEG 2000 (EBCOT + wavelets) decoders are not "
         "written in onnxc's C runtime yet; the node raises a clear run-time error naming itself "
         "(BMP, PNM, PNG, TIFF and baseline JPEG decode byte-exactly, tests/test_ops_image_decoder.py)",
-    r"^test_attention_4d_causal_fp16_expanded_cpu$":
-        "float16 rounding: the expected data rounds every intermediate of the expanded softmax to "
-        "float16 (numpy); onnxc (like onnxruntime) computes Softmax in float and rounds once, which "
-        "differs by 1 float16 ulp in 2 of 192 elements (rtol 1e-3); the other float16 attention "
-        "tests pass",
     r"^test_loop16_seq_none_cpu$":
         "the suite's harness cannot compare it: its expected sequence holds a 0-d tensor and "
         "Runner.assert_similar_outputs calls len() on each sequence element (TypeError for any "
