@@ -21,10 +21,6 @@ EXCLUDE = {
         "random output: the expected values come from numpy's generator; onnxc's counter-based "
         "generator gives other (equally distributed) draws, checked for shape/dtype/range in "
         "tests/test_ops_random.py",
-    r"^test_training_dropout(_default)?(_mask)?_cpu$":
-        "random output: the expected values come from numpy's RandomState; onnxc's counter-based "
-        "generator gives other (equally distributed) draws; keep rate, scale, mask and repeatability "
-        "are checked in tests/test_ops_dropout.py",
     r"^test_image_decoder_decode_(webp|jpeg2k)_rgb_cpu$":
         "codec not implemented: WebP's lossy VP8 and JPEG 2000 (EBCOT + wavelets) decoders are not "
         "written in onnxc's C runtime yet; the node raises a clear run-time error naming itself "

@@ -1,5 +1,6 @@
 """Dropout: inference is checked against onnx.reference; training draws come from onnxc's own
-generator, so those check the mask/scale relation, the keep rate and repeatability."""
+generator, so those check the mask/scale relation, the keep rate and repeatability; with a seed
+they are numpy's legacy RandomState(seed) draws, checked exactly."""
 import numpy as np
 import onnx
 import pytest
@@ -78,3 +79,18 @@ def test_old_is_test_false():
     assert set(np.unique(mask)) <= {0.0, 1.0} and abs(mask.mean() - 0.5) < 0.06
     np.testing.assert_allclose(y, mask * x * 2, rtol=1e-6)
 
+
+
+@pytest.mark.parametrize("seed,shape,ratio", [(0, (3, 4, 5), 0.75), (7, (2000,), 0.5), (2 ** 32 - 1, (31, 67), 0.1)])
+def test_training_seeded_is_numpys_stream(seed, shape, ratio):
+    """np.random.seed(seed); keep = np.random.uniform(0, 1, shape) >= ratio (onnx's reference
+    data): 2000 elements draw past MT19937's 624-word state refill."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    feeds = {"x": x, "r": np.array(ratio, np.float32), "t": np.array(True)}
+    m = make_node_model("Dropout", feeds, {"seed": seed}, opset=13, output_names=["y0", "y1"])
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y0", F.FLOAT, x.shape))
+    m.graph.output[1].CopyFrom(helper.make_tensor_value_info("y1", F.BOOL, x.shape))
+    y, mask = onnxc.InferenceSession(m.SerializeToString()).run(None, feeds)
+    want = np.random.RandomState(seed).uniform(0, 1.0, shape) >= np.float32(ratio)
+    np.testing.assert_array_equal(mask, want)
+    np.testing.assert_allclose(y, want * x * np.float32(1 / (1 - ratio)), rtol=1e-6)
