@@ -252,7 +252,7 @@ def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, o
         data.extend(bb.data)
         offsets = {vid: base + off for vid, off in bb.offsets.items()}
         n_in = len(b.graph.input_symbols())
-        syms = b.graph.input_symbols() + [d.name for d in dynamic.data_symbols(b.graph.nodes)]
+        syms = b.symbols
         c = _c_of({s: f"s{i}" for i, s in enumerate(syms)})
         env.filters["c"] = c
         decl_of, refs = _refs(b.graph, b.plan, offsets, prefix, c)
@@ -261,6 +261,8 @@ def _body_functions(graph: Graph, data: bytearray, prefix: str, headers: list, o
         for h in list(heap_outputs):     # the node gave a buffer: check the dims, copy into it
             v = b.graph.outputs[h["dst"]]
             shape = b.expect.get(h["dst"])
+            if h["dst"] in b.handover:
+                continue
             if shape is None:
                 raise OrtNotImplemented(f"{v.describe()}, an output of a subgraph, has dims known only "
                                         "while it runs where its node needs them before")

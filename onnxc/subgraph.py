@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import dynamic, ir, planner, shapes
+from . import dynamic, ir, planner, shapes, symbolic
 from .errors import NotImplemented as OrtNotImplemented
 from .ir import Graph, Node, Value
 from .symbolic import Dim, sym
@@ -22,6 +22,12 @@ class Body:
     runtime_inputs: list[Value]     # outer values passed at run time (after the declared inputs)
     fname: str = ""                 # C function name, given at emit time
     expect: dict = field(default_factory=dict)   # output index -> the shape its node gives it
+    handover: set = field(default_factory=set)   # outputs its node takes as pointers (heap dims)
+
+    @property
+    def symbols(self) -> list[str]:
+        """The body's dims array: its input symbols, then the dims it computes while running."""
+        return self.graph.input_symbols() + [d.name for d in dynamic.data_symbols(self.graph.nodes)]
 
     @property
     def arena_bytes(self) -> Dim:
@@ -36,7 +42,7 @@ def call_params(body: Body) -> dict:
     """What a template needs to call a body (templates/c/ops/_body.j2): its function, the outer
     dims its shapes use, the outer values it reads, its arena size."""
     dims = body.graph.input_symbols()
-    n = len(dims) + len(dynamic.data_symbols(body.graph.nodes))
+    n = len(body.symbols)
     return {"fn": body.fname, "dims": [sym(s) for s in dims], "n_syms": max(n, len(dims) + 1),
             "captured": [v.cname for v in body.runtime_inputs], "arena": body.arena_bytes}
 
@@ -52,6 +58,11 @@ def expect_shape(body: Body, j: int, shape) -> bool:
         return False
     body.expect[j] = tuple(shape)
     return True
+
+
+def after_call(body: Body, d: Dim) -> str:
+    """A dim of the body's outputs as C, right after a call (``bd``: the dims array it filled)."""
+    return symbolic.to_c(d, {name: f"bd[{k}]" for k, name in enumerate(body.symbols)})
 
 
 def compile_body(node: Node, attr: str, formal: list[tuple]) -> Body:

@@ -123,3 +123,42 @@ def test_loop_zero_iterations_and_bad_trip_count():
     np.testing.assert_array_equal(scs, np.stack([-v0, v0, -v0]))
     with pytest.raises(onnxc.InvalidArgument, match="Loop"):
         sess.run(None, {"M": np.array(2 ** 50, np.int64), "v0": v0})
+
+
+def _sliding_window_loop():
+    """Loop whose scan output is x[i:i+w]: its length is found while the body runs."""
+    from onnx import TensorProto as TP, helper as hp
+    body = hp.make_graph(
+        [hp.make_node("Unsqueeze", ["i", "zero"], ["s"]),
+         hp.make_node("Add", ["s", "w"], ["e"]),
+         hp.make_node("Slice", ["x", "s", "e"], ["win"]),
+         hp.make_node("Identity", ["c"], ["cout"])],
+        "body", [hp.make_tensor_value_info("i", TP.INT64, []), hp.make_tensor_value_info("c", TP.BOOL, [])],
+        [hp.make_tensor_value_info("cout", TP.BOOL, []), hp.make_tensor_value_info("win", TP.FLOAT, None)],
+        [hp.make_tensor("zero", TP.INT64, [1], [0])])
+    g = hp.make_graph([hp.make_node("Loop", ["n", "t"], ["wins"], body=body)], "g",
+                      [hp.make_tensor_value_info("n", TP.INT64, []), hp.make_tensor_value_info("t", TP.BOOL, []),
+                       hp.make_tensor_value_info("x", TP.FLOAT, ["L"]), hp.make_tensor_value_info("w", TP.INT64, [1])],
+                      [hp.make_tensor_value_info("wins", TP.FLOAT, None)])
+    return hp.make_model(g, opset_imports=[hp.make_opsetid("", 17)])
+
+
+def test_loop_scan_output_with_dims_found_while_running():
+    import onnxc
+    from onnx.reference import ReferenceEvaluator
+    m = _sliding_window_loop()
+    sess, ref = onnxc.InferenceSession(m.SerializeToString()), ReferenceEvaluator(m)
+    rng = np.random.default_rng(7)
+    for n, L, w in [(3, 10, 4), (1, 5, 5), (8, 2000, 300), (0, 4, 2)]:
+        feeds = {"n": np.array(n, np.int64), "t": np.array(True), "x": rng.standard_normal(L).astype(np.float32),
+                 "w": np.array([w], np.int64)}
+        got, = sess.run(None, feeds)
+        if n == 0:
+            assert got.shape == (0, 0)
+            continue
+        want, = ref.run(None, feeds)
+        np.testing.assert_array_equal(got, want)
+    # windows running off the end get shorter: iterations disagree, the node says so
+    with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Loop"):
+        sess.run(None, {"n": np.array(4, np.int64), "t": np.array(True), "x": np.zeros(5, np.float32),
+                        "w": np.array([3], np.int64)})

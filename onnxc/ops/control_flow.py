@@ -299,11 +299,19 @@ class Loop(OpSpec):
                                         f"{_shape_str(v.shape)} to {_shape_str(o.shape)} in the body")
             results.append((o.etype, v.shape))   # a sequence's element rank is known from the body
         trip = bound = None
+        node.loop_heap = {}
         if k:
             bound = self._trip_bound(node, M)
             trip = dynamic.assigned(node, bound)
-            for o in body.outputs[1 + n:]:
-                results.append((o.etype, (trip,) + tuple(o.shape)))
+            for j, o in enumerate(body.outputs[1 + n:]):
+                shape = tuple(o.shape)
+                if any(dynamic.on_heap(d) for d in shape):
+                    # dims found while the body runs: the first iteration fixes them (later ones
+                    # must agree); the node collects the values on the heap
+                    body.handover.add(1 + n + j)
+                    node.loop_heap[j] = shape
+                    shape = tuple(dynamic.assigned(node, None) if dynamic.on_heap(d) else d for d in shape)
+                results.append((o.etype, (trip,) + shape))
         node.loop_info = (n, k, trip, bound)
         return results
 
@@ -332,7 +340,15 @@ class Loop(OpSpec):
         lay = self._layout(node)
         carried = [{"bytes": product(v.shape) * v.etype.itemsize, "a": lay.parts[f"c{i}a"],
                     "b": lay.parts[f"c{i}b"]} for i, v in enumerate(node.inputs[2:2 + n])]
-        scans = [{"bytes": product(o.shape) * o.etype.itemsize} for o in body.outputs[1 + n:]]
+        scans = []
+        for j, o in enumerate(body.outputs[1 + n:]):
+            y = node.outputs[n + j]
+            scan = {"bytes": product(o.shape) * o.etype.itemsize, "heap": j in node.loop_heap}
+            if scan["heap"]:    # per iteration: the body's dims (C, after its call) and this node's
+                scan["dims"] = [(d, subgraph.after_call(body, od)) for d, od in zip(y.shape[1:], o.shape)
+                                if dynamic.on_heap(od)]
+                scan["step"] = subgraph.after_call(body, product(o.shape) * o.etype.itemsize)
+            scans.append(scan)
         return {"call": subgraph.call_params(body), "n": n, "k": k, "trip": trip, "carried": carried, "scans": scans,
                 "bound": bound,
                 "arena": lay.parts["arena"]}
