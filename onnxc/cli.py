@@ -290,7 +290,13 @@ void onnxc_output_shapes(const int64_t *dims, int64_t *shapes);
 int onnxc_resolve(void *const *inputs, int64_t *dims);
 /* Run once. inputs: graph inputs then overridable initializers (NULL = built-in); outputs:
  * caller-allocated contiguous buffers; num_threads is used only when built with OpenMP.
- * Returns 0 on success. */
+ * Returns 0 on success. Models with values sized only while running (meta_json "heap_symbol"
+ * is a dims index): dims[heap_symbol] is the bytes of heap at the arena's tail (part of
+ * onnxc_arena_bytes); a run that needs more returns code % 256 == 4 with the bytes it needs in
+ * dims[heap_symbol]: give a bigger arena and run again. Outputs marked "heap" in meta_json get a
+ * pointer into the arena in their outputs[] slot. Sequence/optional inputs and outputs are
+ * onnxc_seq headers (onnxc_runtime.h): {count (-1: empty optional), items}, each item a tensor
+ * {data, rank, dims[8]}. */
 int onnxc_run(void *const *inputs, void *const *outputs, int64_t *dims, void *arena,
               int num_threads);
 /* onnxc_run, also writing each node's start and end time (ns) into node_ns[2 * node] when the
