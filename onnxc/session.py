@@ -811,7 +811,7 @@ class InferenceSession:
 
 
 _HEAP_START = 1 << 16       # bytes of heap a session first tries (it keeps the largest it needed)
-_HEAP_MAX = 1 << 40
+_HEAP_MAX = 1 << 36       # 64 GiB: beyond that a run is refused (a size overflowed, or data asks too much)
 
 
 def _prefix(a: np.ndarray, shape: tuple) -> np.ndarray:

@@ -39,11 +39,17 @@ typedef struct {
 
 static inline void *onnxc_halloc(onnxc_heap *h, int64_t bytes)
 {
+    if (bytes < 0 || bytes > (INT64_C(1) << 50)) {   /* no heap holds it (negative: a size overflowed) */
+        h->need = INT64_MAX;
+        h->cap = -1;
+        return NULL;
+    }
     const int64_t n = bytes > 0 ? (bytes + 63) & ~(int64_t)63 : 64;
-    if (bytes < 0 || bytes > (INT64_C(1) << 50) || h->used + n > h->cap) {
-        const int64_t want = h->used + n;
-        if (want > h->need) h->need = want;
-        h->used = want;          /* later requests of this run add to what it needs */
+    if (h->used + n > h->cap) {
+        if (h->need != INT64_MAX && h->used + n > h->need)
+            h->need = h->used + n;
+        if (h->used < (INT64_C(1) << 60))
+            h->used += n;        /* later requests of this run add to what it needs ... */
         h->cap = -1;             /* ... and all fail: the run stops at the first check */
         return NULL;
     }

@@ -162,3 +162,13 @@ def test_loop_scan_output_with_dims_found_while_running():
     with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Loop"):
         sess.run(None, {"n": np.array(4, np.int64), "t": np.array(True), "x": np.zeros(5, np.float32),
                         "w": np.array([3], np.int64)})
+
+
+def test_loop_heap_request_beyond_any_memory_is_refused_cleanly():
+    """A trip count of 2**40 sizes the scan output's heap buffer past what a run may ask for:
+    a clear error at once, not an attempt to allocate it."""
+    import onnxc
+    sess = onnxc.InferenceSession(_sliding_window_loop().SerializeToString())
+    with pytest.raises(onnxc.Fail, match="needs more than"):
+        sess.run(None, {"n": np.array(2 ** 40, np.int64), "t": np.array(True),
+                        "x": np.zeros(8, np.float32), "w": np.array([2], np.int64)})
