@@ -18,6 +18,7 @@ from .errors import NotImplemented as OrtNotImplemented
 from .ir import from_model
 from .ops import lookup
 from .passes.constants import fold_constant_nodes
+from .passes.expand_functions import expand_functions
 from .passes.gradient import expand_gradients
 from .session import InferenceSession
 
@@ -47,7 +48,7 @@ class OnnxcBackend(Backend):
         if not cls.supports_device(device):
             return False
         try:
-            graph = from_model(expand_gradients(fold_constant_nodes(loader.load(model))))
+            graph = from_model(expand_gradients(fold_constant_nodes(expand_functions(loader.load(model)))))
             for node in graph.nodes:
                 lookup(node)
         except Exception:  # noqa: BLE001 - any failure means "not compatible"

@@ -12,6 +12,7 @@ from . import build, emit, ir, loader, planner, shapes, weights
 from . import passes
 from .passes.cleanup import eliminate_identity, remove_dead_nodes
 from .passes.constants import fold_constant_nodes
+from .passes.expand_functions import expand_functions
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse_epilogue import fuse_epilogues
@@ -53,6 +54,7 @@ def facts(node: ir.Node) -> NodeFacts:
 # shape inference. Level 0 still turns Constant nodes into initializers (not an optimisation:
 # every later stage sees one kind of constant).
 PROTO_PASSES = [
+    (0, expand_functions),        # operators onnx defines by a function body onnxc lacks a kernel for
     (0, fold_constant_nodes),
     (0, expand_gradients),        # training Gradient -> ordinary ops (semantics, not optimisation)
     (passes.BASIC, eliminate_identity),
