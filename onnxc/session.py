@@ -655,7 +655,7 @@ class InferenceSession:
                     raw = np.frombuffer(ffi.buffer(slots[j], n), np.uint8) if n else np.empty(0, np.uint8)
                     outs[j] = raw.view(outs[j].dtype).reshape(shapes[j]).copy()
                 if self._run_syms:
-                    outs = [o if j in self._heap_out or o.shape == (2,) and j in self._cont_idx else _prefix(o, shp)
+                    outs = [o if j in self._heap_out or j in self._cont_idx else _prefix(o, shp)
                             for j, (o, shp) in enumerate(zip(outs, shapes))]
                 for j, c in self._cont_out:
                     outs[j] = self._read_container(outs[j], c)
