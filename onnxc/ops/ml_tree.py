@@ -25,7 +25,7 @@ AGG = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
 POST5 = {0: 0, 1: 2, 2: 1, 3: 3, 4: 4}    # TreeEnsemble's post_transform ints -> ml_common numbering
 MAX_FEATURE = 1 << 24
 MISSING_BIT = 1 << 28
-GROUP = 8                 # trees walked in lockstep by the complete-tree kernel
+GROUP = 10                # trees walked in lockstep by the complete-tree kernel (as many as registers hold)
 COMPLETE_MAX_DEPTH = 10
 
 
@@ -121,7 +121,7 @@ class Forest:
             p["lstart"] = c_array(start, "int32_t")
             p["lw"] = c_array([w for lw in self.leaves for _, w in lw], tt)
             p["lt"] = c_array([t for lw in self.leaves for t, _ in lw], "int32_t")
-        p.update(self._complete(p["one_mode"], tt))
+        p.update(self._complete(p["one_mode"], tt, n_out, kind))
         sets = self.sets
         p["n_sets"] = len(sets)
         p["set_start"] = c_array(np.cumsum([0] + [len(s) for s in sets]), "int32_t")
@@ -139,13 +139,16 @@ class Forest:
         p["has"] = c_array([1 if k in always else 0 for k in range(n_out)], "uint8_t")
         return p
 
-    def _complete(self, one_mode: int, tt: str) -> dict:
+    def _complete(self, one_mode: int, tt: str, n_out: int, kind: str) -> dict:
         """Shallow trees with one comparison mode are padded to complete binary trees of the
-        deepest tree's depth D: a walk is then D steps of i = 2i + 1 + !cmp with no exit test,
-        and the kernel walks GROUP trees in lockstep (independent loads overlap). A padded node
-        sends both ways to copies of the same leaf."""
+        deepest tree's depth D: a walk is then D steps with no exit test, and the kernel walks
+        GROUP trees in lockstep (independent loads overlap). A padded node sends both ways to
+        copies of the same leaf. Nodes are stored level by level across trees (level d of tree t
+        at NT*(2^d-1) + t*2^d + p), so the hot upper levels share cache lines and the next index
+        is 2a + NT + !cmp. Float thresholds become order-preserving uint32 keys (see _keys): one
+        integer compare per step."""
         if one_mode not in range(6) or not self.roots:
-            return {"complete": False}
+            return {"complete": False, "cw": None}
         depth = 0
         stack = [(r, 0) for r in self.roots]
         while stack:
@@ -157,24 +160,37 @@ class Forest:
         n_trees = -(-len(self.roots) // GROUP) * GROUP
         ni = (1 << depth) - 1
         if depth > COMPLETE_MAX_DEPTH or n_trees * (ni + 1) > max(4 * len(self.feat), 1 << 16) + 4096:
-            return {"complete": False}
+            return {"complete": False, "cw": None}
         feat = np.zeros(n_trees * max(ni, 1), np.int64)
         thr = np.zeros(n_trees * max(ni, 1), np.float64)
         lmap = np.zeros(n_trees * (ni + 1), np.int64)   # dummy trees (padding to GROUP) use leaf 0
         for t, r in enumerate(self.roots):
             stack = [(r, 0, 0)]
             while stack:
-                code, pos, d = stack.pop()
+                code, p, d = stack.pop()
                 if d == depth:
-                    lmap[t * (ni + 1) + pos - ni] = ~code
+                    lmap[(t << depth) + p] = ~code
                     continue
                 if code >= 0:
-                    feat[t * ni + pos], thr[t * ni + pos] = self.feat[code], self.thr[code]
-                    stack += [(self.yes[code], 2 * pos + 1, d + 1), (self.no[code], 2 * pos + 2, d + 1)]
+                    a = n_trees * ((1 << d) - 1) + (t << d) + p
+                    feat[a], thr[a] = self.feat[code], self.thr[code]
+                    stack += [(self.yes[code], 2 * p, d + 1), (self.no[code], 2 * p + 1, d + 1)]
                 else:
-                    stack += [(code, 2 * pos + 1, d + 1), (code, 2 * pos + 2, d + 1)]
-        return {"complete": True, "depth": depth, "ni": ni, "n_tpad": n_trees, "group": GROUP,
-                "cfeat": c_array(feat, "int32_t"), "cthr": c_array(thr, tt), "clmap": c_array(lmap, "int32_t")}
+                    stack += [(code, 2 * p, d + 1), (code, 2 * p + 1, d + 1)]
+        p = {"complete": True, "depth": depth, "n_tpad": n_trees, "group": GROUP, "last": n_trees * ni,
+             "clmap": c_array(lmap, "int32_t"), "ckey": tt == "float", "cw": None}
+        if tt == "float":
+            node = np.empty((len(feat), 2), np.uint32)
+            node[:, 0] = _keys(thr, one_mode)
+            node[:, 1] = feat
+            p["cnode"] = c_array(node, "uint32_t")
+            p["nan_key"] = "0u" if one_mode in (2, 3) else "0xffffffffu"
+        else:
+            p["cfeat"], p["cthr"] = c_array(feat, "int32_t"), c_array(thr, tt)
+        if kind in ("single1", "dense") and len(lmap) * n_out <= max(4 * len(self.leaves) * n_out, 1 << 16):
+            w = np.array([w for lw in self.leaves for _, w in lw], np.float64).reshape(len(self.leaves), n_out)
+            p["cw"] = c_array(w[lmap], tt)    # each leaf slot's weights: no leaf-id indirection
+        return p
 
     def _tree_leaf_sets(self) -> list[list[int]]:
         out = []
@@ -188,6 +204,16 @@ class Forest:
                     stack += [self.yes[i], self.no[i]]
             out.append(leaves)
         return out
+
+
+def _keys(thr: np.ndarray, mode: int) -> np.ndarray:
+    """Thresholds (rounded to float) as uint32 keys whose unsigned order is the float order:
+    -0 counts as +0, and a NaN threshold gets the key that makes every comparison but != false
+    (the x keys of NaN are chosen the same way in the template)."""
+    f = thr.astype(np.float32) + np.float32(0.0)          # -0 -> +0
+    u = f.view(np.uint32)
+    key = np.where(u >> 31 == 1, ~u, u | np.uint32(1 << 31)).astype(np.uint32)
+    return np.where(np.isnan(f), np.uint32(0xffffffff if mode in (2, 3) else 0), key)
 
 
 def _thr_type(node, x, *arrays) -> tuple[str, dtypes.ElemType]:
