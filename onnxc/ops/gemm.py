@@ -116,7 +116,7 @@ class Gemm(OpSpec):
     broadcast=1, else it must be (M, N))."""
     op_type = "Gemm"
     template = "gemm.c.j2"
-    headers = ("onnxc_gemm.h",)
+    headers = ("onnxc_gemm.h", "onnxc_gemv.h")
 
     def dims(self, node):
         a, b = node.inputs[0], node.inputs[1]
@@ -174,8 +174,17 @@ class Gemm(OpSpec):
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
-            **epilogue(node), **self.lowp(node),
+            **epilogue(node), **self.lowp(node), **self.gemv(node, M),
         }
+
+    def gemv(self, node, M) -> dict:
+        """op(B) prepacked as strips (passes/prepack.py): few rows use onnxc_sgemv_strips (input 4);
+        `gemv_only`: M is static, so the plain B and the SGEMM are never needed."""
+        pre = node.attrs.get("_prepacked") or {}
+        if not pre.get("gemv"):
+            return {"gemv": False, "gemv_only": False}
+        from ..passes.prepack import GEMV_MAX_M
+        return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": GEMV_MAX_M}
 
     def lowp(self, node) -> dict:
         """float16/bfloat16: float copies of A and B and the float result, after the SGEMM work."""
@@ -192,6 +201,8 @@ class Gemm(OpSpec):
 
     def scratch(self, node):
         if gemm_kernel(node.inputs[0].etype) != "s":
+            return 0
+        if self.gemv(node, self.dims(node)[2])["gemv_only"]:
             return 0
         return self.lowp(node)["end"]
 

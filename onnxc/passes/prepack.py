@@ -8,6 +8,13 @@ onnxc_gemm.h with the build's flags. Only a library built here knows its flags, 
 build_library prepacks (emitted firmware C never does); the generated C checks the block at
 compile time (#error on a mismatch, never a silently wrong product).
 
+Batch-1 layers (onnxc_gemv.h, no ISA dependence, so done whatever the block): a float Gemm
+with constant B and few rows gets op(B) (K x N) as column strips (input 4, `_prepacked` =
+{"gemv": 1}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W^T and R^T strips per
+direction (inputs 8 and 9, `_prepacked_rnn`). Strip layout (gemv_strips): columns padded with
+zeros to a multiple of GEMV_PAD, cut into strips of GEMV_SW columns, each strip's K rows
+stored contiguously, strip s at float offset s * GEMV_SW * K.
+
 Layout (onnxc__sgemm_prepack): R lines (the M rows of W, or with `swapped` the same rows as
 NR-wide column panels) padded to Rp = roundup(R, P) with zeros, for each depth block pc of KC:
 panels of P lines, each stored k-major (kc groups of P values) at pc * Rp + p * kc.
@@ -24,6 +31,9 @@ from ..ir import Graph, Value
 from ..ops.gemm import SGEMM_KC
 
 ALIGN = 64
+GEMV_SW = 128      # mirrors ONNXC_GEMV_SW / ONNXC_GEMV_PAD in runtime_c/onnxc_gemv.h
+GEMV_PAD = 16
+GEMV_MAX_M = 8     # Gemm rows up to which the strips kernel beats the packed SGEMM
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,12 +76,80 @@ def pack(w: np.ndarray, P: int) -> np.ndarray:
     return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
 
 
+def gemv_strips(b: np.ndarray) -> np.ndarray:
+    """A K x N float matrix as onnxc_sgemv_strips reads it (flat float32)."""
+    K, N = b.shape
+    Np = -(-N // GEMV_PAD) * GEMV_PAD
+    bp = np.zeros((K, Np), np.float32)
+    bp[:, :N] = b
+    parts = [bp[:, j:j + GEMV_SW].reshape(-1) for j in range(0, Np, GEMV_SW)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+def _const_float(v) -> bool:
+    return v is not None and v.const is not None and not v.is_input and v.etype.name == "float"
+
+
+def _add_input(graph: Graph, node, index: int, name: str, data: np.ndarray, next_id: int) -> int:
+    v = Value(name=name, id=next_id, etype=node.inputs[0].etype, shape=(data.size,), const=data)
+    graph.values.append(v)
+    v.consumers.append(node)
+    while len(node.inputs) < index:
+        node.inputs.append(None)
+    node.inputs.append(v)
+    return next_id + 1
+
+
+def _gemm_strips(graph: Graph, node, next_id: int) -> int:
+    """Gemm/FusedGemm: op(B) as strips (input 4) when A has few rows (or a symbolic count)."""
+    a, b = node.inputs[0], node.inputs[1]
+    if not _const_float(b) or a.etype.name != "float" or int(node.attr("transA", 0)) or len(node.inputs) > 4:
+        return next_id
+    M = a.shape[0]
+    if isinstance(M, int) and M > GEMV_MAX_M:
+        return next_id
+    w = np.asarray(b.const, np.float32)
+    if w.ndim != 2:
+        return next_id
+    kn = w.T if int(node.attr("transB", 0)) else w
+    next_id = _add_input(graph, node, 4, f"{b.name} (strips)", gemv_strips(kn), next_id)
+    if isinstance(M, int):      # a symbolic row count may need the plain B for the SGEMM
+        node.attrs["_unread"] = (1,)
+    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int)}
+    return next_id
+
+
+def _rnn_strips(graph: Graph, node, next_id: int) -> int:
+    """LSTM, RNN, GRU(linear_before_reset=1): W^T and R^T strips per direction (inputs 8, 9)."""
+    if node.op_type == "GRU" and not int(node.attr("linear_before_reset", 0) or 0):
+        return next_id
+    w, r = node.inputs[1], node.inputs[2]
+    if not (_const_float(w) and _const_float(r)) or node.inputs[0].etype.name != "float" or len(node.inputs) > 8:
+        return next_id
+    wc, rc = np.asarray(w.const, np.float32), np.asarray(r.const, np.float32)
+    if wc.ndim != 3 or rc.ndim != 3:
+        return next_id
+    ws = np.concatenate([gemv_strips(wc[d].T) for d in range(wc.shape[0])])
+    rs = np.concatenate([gemv_strips(rc[d].T) for d in range(rc.shape[0])])
+    next_id = _add_input(graph, node, 8, f"{w.name} (strips)", ws, next_id)
+    next_id = _add_input(graph, node, 9, f"{r.name} (strips)", rs, next_id)
+    node.attrs["_unread"] = (1, 2)
+    node.attrs["_prepacked_rnn"] = True
+    return next_id
+
+
 def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     from ..ops import lookup
+    next_id = max((v.id for v in graph.values), default=-1) + 1
+    for node in graph.nodes:
+        if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
+                and not node.attrs.get("_prepacked_rnn"):
+            next_id = _rnn_strips(graph, node, next_id)
+        if node.op_type in ("Gemm", "FusedGemm") and node.attrs.get("_prepacked") is None:
+            next_id = _gemm_strips(graph, node, next_id)
     if block is None:
         return graph
     MR, NR = block
-    next_id = max((v.id for v in graph.values), default=-1) + 1
     for node in graph.nodes:
         if node.op_type not in ("Conv", "FusedConv") or node.attrs.get("_prepacked") is not None:
             continue

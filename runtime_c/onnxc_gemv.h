@@ -1,0 +1,230 @@
+/* onnxc few-row products over a K x N right operand: batch-1 Gemm/MatMul layers, RNN steps.
+ *
+ *   onnxc_sgemv_kn(M, N, K, alpha, A, lda, B, ldb, nread, beta, C, ldc, nt)
+ *       C (M x N) = alpha * A (M x K) * B (K x N) + beta * C     (beta == 0: C not read)
+ *
+ * B is K x N row-major; `nread` columns of each B row may be read (nread >= N: padding lets the
+ * last vector be whole).
+ *
+ *   onnxc_sgemv_strips(M, N, K, alpha, A, lda, Bs, beta, C, ldc, nt)
+ *       the same with B prepacked at compile time (passes/prepack.py, ONNXC_GEMV_STRIPS_FLOATS):
+ *       column strips of ONNXC_GEMV_SW columns, strip s holding K rows of its width (the last
+ *       one's width rounded up to ONNXC_GEMV_PAD, zeros) contiguously at Bs + s * SW * K. The
+ *       whole operand is then read front to back (about 15-40% faster than strided rows).
+ *
+ * Columns are vectorised: per k one A element is broadcast and multiplied with NV vectors of
+ * B's row k, so there is no horizontal sum and no packing; B streams once per row group
+ * (column strips outside, row groups inside: a strip stays in L1/L2 for every row).
+ * No workspace. Small products never open an OpenMP region: even a region with if(0) costs
+ * 0.2-0.3 us, more than a batch-1 layer's whole product.
+ */
+#ifndef ONNXC_GEMV_H
+#define ONNXC_GEMV_H
+
+#include "onnxc_gemm.h"
+
+/* multiply-adds below which onnxc_sgemv_kn stays on one thread: it streams B from L2/L3, and a
+ * thread wake-up (microseconds, milliseconds on a loaded machine) costs more below this */
+#define ONNXC_GEMV_SW 128          /* strip width of prepacked operands (8 vectors of 16) */
+#ifndef ONNXC_GEMV_PAR_MIN
+#define ONNXC_GEMV_PAR_MIN 4194304
+#endif
+#define ONNXC_GEMV_PAD 16          /* strips' width rounded up to this many floats (prepack) */
+#define ONNXC_GEMV_STRIPS_FLOATS(N, K) ((int64_t)(K) * (((N) + ONNXC_GEMV_PAD - 1) / ONNXC_GEMV_PAD * ONNXC_GEMV_PAD))
+
+#if defined(ONNXC_GEMM_VEC)
+#define ONNXC__GV ONNXC_SGEMM_VL
+#if ONNXC_SGEMM_VL >= 16
+#define ONNXC__GEMV_RB 4           /* rows per group: 4 x 4 accumulators of 32 registers */
+#else
+#define ONNXC__GEMV_RB 2           /* 16 registers */
+#endif
+
+/* One tile: MR rows x NV vectors of columns, k split over KS accumulator sets (FMA latency:
+ * few independent chains otherwise). ncols < NV * VL: only that many columns are stored. */
+#define ONNXC__GEMV_TILE(NAME, MR, NV, KS)                                                      \
+    ONNXC_GEMM_INL void NAME(int64_t K, float alpha, const float *A, int64_t lda, const float *B, \
+                             int64_t ldb, float beta, float *C, int64_t ldc, int64_t ncols)     \
+    {                                                                                          \
+        onnxc_vf acc[KS][MR][NV];                                                              \
+        _Pragma("GCC unroll 4") for (int s = 0; s < KS; ++s)                                   \
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r)                                   \
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[s][r][v] = (onnxc_vf){0};     \
+        int64_t k = 0;                                                                         \
+        for (; k + KS <= K; k += KS) {                                                         \
+            _Pragma("GCC unroll 4") for (int s = 0; s < KS; ++s) {                             \
+                const float *b = B + (k + s) * ldb;                                            \
+                onnxc_vf bv[NV];                                                               \
+                _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                           \
+                    bv[v] = onnxc__vload(b + v * ONNXC__GV);                                   \
+                _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                         \
+                    const float a = A[r * lda + k + s];                                        \
+                    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                       \
+                        acc[s][r][v] += a * bv[v];                                             \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        for (; k < K; ++k) {                                                                   \
+            const float *b = B + k * ldb;                                                      \
+            _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                             \
+                const float a = A[r * lda + k];                                                \
+                _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                           \
+                    acc[0][r][v] += a * onnxc__vload(b + v * ONNXC__GV);                       \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r)                                   \
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) {                                 \
+            onnxc_vf t = acc[0][r][v];                                                         \
+            _Pragma("GCC unroll 4") for (int s = 1; s < KS; ++s) t += acc[s][r][v];            \
+            acc[0][r][v] = alpha * t;                                                          \
+        }                                                                                      \
+        if (ncols == NV * ONNXC__GV) {                                                         \
+            _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r)                               \
+            _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) {                             \
+                float *p = C + r * ldc + v * ONNXC__GV;                                        \
+                onnxc__vstore(p, beta == 0.0f ? acc[0][r][v] : acc[0][r][v] + beta * onnxc__vload(p)); \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
+        for (int r = 0; r < MR; ++r) {                                                         \
+            float t[NV * ONNXC__GV];                                                           \
+            for (int v = 0; v < NV; ++v)                                                       \
+                onnxc__vstore(t + v * ONNXC__GV, acc[0][r][v]);                                \
+            float *c = C + r * ldc;                                                            \
+            for (int64_t j = 0; j < ncols; ++j)                                                \
+                c[j] = beta == 0.0f ? t[j] : t[j] + beta * c[j];                               \
+        }                                                                                      \
+    }
+
+ONNXC__GEMV_TILE(onnxc__gv_1x8, 1, 8, 1)
+ONNXC__GEMV_TILE(onnxc__gv_1x4, 1, 4, 2)
+ONNXC__GEMV_TILE(onnxc__gv_1x2, 1, 2, 2)
+ONNXC__GEMV_TILE(onnxc__gv_1x1, 1, 1, 4)
+ONNXC__GEMV_TILE(onnxc__gv_rx4, ONNXC__GEMV_RB, 4, 1)
+ONNXC__GEMV_TILE(onnxc__gv_rx2, ONNXC__GEMV_RB, 2, 1)
+ONNXC__GEMV_TILE(onnxc__gv_rx1, ONNXC__GEMV_RB, 1, 2)
+#endif
+
+/* C[:, j0:j1) for every row; serial. */
+ONNXC_GEMM_INL void onnxc__sgemv_kn_cols(int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
+                                         const float *A, int64_t lda, const float *B, int64_t ldb,
+                                         int64_t nread, float beta, float *C, int64_t ldc)
+{
+    int64_t j = j0;
+#if defined(ONNXC_GEMM_VEC)
+    const int64_t VL = ONNXC__GV;
+    while (j < j1) {
+        const int64_t rem = j1 - j;
+        const int cap = M >= ONNXC__GEMV_RB ? 4 : 8;   /* row groups: at most 4 vectors */
+        /* the rest in one tile when it fits (padded rows: a partial last vector is readable) */
+        int nv = rem <= VL ? 1 : rem <= 2 * VL ? 2 : rem <= 4 * VL ? 4 : 8;
+        if (nv > cap || j + nv * VL > nread)
+            nv = rem >= 8 * VL ? 8 : rem >= 4 * VL ? 4 : rem >= 2 * VL ? 2 : 1;
+        if (nv > cap)
+            nv = cap;
+        if (j + nv * VL > nread)
+            break;                                   /* a partial vector past B's row: scalar */
+        const int64_t nc = rem < nv * VL ? rem : nv * VL;
+        int64_t i = 0;
+        for (; i + ONNXC__GEMV_RB <= M; i += ONNXC__GEMV_RB) {
+            const float *a = A + i * lda;
+            float *c = C + i * ldc + j;
+            if (nv == 4 || nv == 8)
+                onnxc__gv_rx4(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+            else if (nv == 2)
+                onnxc__gv_rx2(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+            else
+                onnxc__gv_rx1(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+        }
+        for (; i < M; ++i) {
+            const float *a = A + i * lda;
+            float *c = C + i * ldc + j;
+            if (nv == 8)
+                onnxc__gv_1x8(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+            else if (nv == 4)
+                onnxc__gv_1x4(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+            else if (nv == 2)
+                onnxc__gv_1x2(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+            else
+                onnxc__gv_1x1(K, alpha, a, lda, B + j, ldb, beta, c, ldc, nc);
+        }
+        j += nc;
+    }
+#else
+    (void)nread;
+#endif
+    for (int64_t i = 0; i < M && j < j1; ++i)   /* portable build / columns past the padded reads */
+        for (int64_t jj = j; jj < j1; ++jj) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; ++k)
+                s += A[i * lda + k] * B[k * ldb + jj];
+            float *c = C + i * ldc + jj;
+            *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
+        }
+}
+
+ONNXC_GEMM_FN void onnxc_sgemv_kn(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                                  const float *B, int64_t ldb, int64_t nread, float beta, float *C,
+                                  int64_t ldc, int num_threads)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j)
+                C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+#if defined(_OPENMP)
+    if (num_threads > 1 && (double)M * N * K >= ONNXC_GEMV_PAR_MIN) {
+        const int64_t W = 128;   /* column chunk: a multiple of every tile width */
+        const int64_t nch = (N + W - 1) / W;
+#pragma omp parallel for num_threads(num_threads) schedule(static)
+        for (int64_t t = 0; t < nch; ++t)
+            onnxc__sgemv_kn_cols(M, t * W, onnxc__gmin(N, (t + 1) * W), K, alpha, A, lda, B, ldb, nread,
+                                 beta, C, ldc);
+        return;
+    }
+#endif
+    (void)num_threads;
+    onnxc__sgemv_kn_cols(M, 0, N, K, alpha, A, lda, B, ldb, nread, beta, C, ldc);
+}
+
+/* strips [s0, s1) of a prepacked operand; serial */
+ONNXC_GEMM_INL void onnxc__sgemv_strips(int64_t M, int64_t s0, int64_t s1, int64_t N, int64_t K, float alpha,
+                                        const float *A, int64_t lda, const float *Bs, float beta, float *C,
+                                        int64_t ldc)
+{
+    const int64_t Np = (N + ONNXC_GEMV_PAD - 1) / ONNXC_GEMV_PAD * ONNXC_GEMV_PAD;
+    for (int64_t s = s0; s < s1; ++s) {
+        const int64_t j = s * ONNXC_GEMV_SW;
+        const int64_t ws = onnxc__gmin(ONNXC_GEMV_SW, Np - j);
+        onnxc__sgemv_kn_cols(M, 0, onnxc__gmin(ONNXC_GEMV_SW, N - j), K, alpha, A, lda, Bs + j * K, ws, ws,
+                             beta, C + j, ldc);
+    }
+}
+
+ONNXC_GEMM_FN void onnxc_sgemv_strips(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                      int64_t lda, const float *Bs, float beta, float *C, int64_t ldc,
+                                      int num_threads)
+{
+    const int64_t ns = (N + ONNXC_GEMV_SW - 1) / ONNXC_GEMV_SW;
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        onnxc_sgemv_kn(M, N, 0, alpha, A, lda, Bs, N, N, beta, C, ldc, 1);
+        return;
+    }
+#if defined(_OPENMP)
+    if (num_threads > 1 && ns > 1 && (double)M * N * K >= ONNXC_GEMV_PAR_MIN) {
+#pragma omp parallel for num_threads(num_threads) schedule(static)
+        for (int64_t s = 0; s < ns; ++s)
+            onnxc__sgemv_strips(M, s, s + 1, N, K, alpha, A, lda, Bs, beta, C, ldc);
+        return;
+    }
+#endif
+    (void)num_threads;
+    onnxc__sgemv_strips(M, 0, ns, N, K, alpha, A, lda, Bs, beta, C, ldc);
+}
+
+#endif
