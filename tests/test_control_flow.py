@@ -172,3 +172,33 @@ def test_loop_heap_request_beyond_any_memory_is_refused_cleanly():
     with pytest.raises(onnxc.Fail, match="needs more than"):
         sess.run(None, {"n": np.array(2 ** 40, np.int64), "t": np.array(True),
                         "x": np.zeros(8, np.float32), "w": np.array([2], np.int64)})
+
+
+@pytest.mark.parametrize("then_static", [False, True])
+def test_if_branch_with_dims_found_while_running(then_static):
+    """A branch slicing by a value the model computes: the If takes its output from the heap
+    (the other branch, of known dims, gets a heap buffer)."""
+    import onnxc
+    from onnx import TensorProto as TP, helper as hp
+    from onnx.reference import ReferenceEvaluator
+
+    def branch(name, start):
+        if then_static and name == "a":
+            return hp.make_graph([hp.make_node("Neg", ["x"], ["oa"])], name, [],
+                                 [hp.make_tensor_value_info("oa", TP.FLOAT, None)])
+        return hp.make_graph([hp.make_node("Slice", ["x", "st" + name, "e"], ["o" + name])], name, [],
+                             [hp.make_tensor_value_info("o" + name, TP.FLOAT, None)],
+                             [hp.make_tensor("st" + name, TP.INT64, [1], [start])])
+    g = hp.make_graph([hp.make_node("ReduceMax", ["k"], ["e"], keepdims=1),
+                       hp.make_node("If", ["c"], ["y"], then_branch=branch("a", 0), else_branch=branch("b", 1)),
+                       hp.make_node("Mul", ["y", "y"], ["z"])], "g",
+                      [hp.make_tensor_value_info("x", TP.FLOAT, [8]), hp.make_tensor_value_info("k", TP.INT64, [2]),
+                       hp.make_tensor_value_info("c", TP.BOOL, [])],
+                      [hp.make_tensor_value_info("z", TP.FLOAT, None)])
+    m = hp.make_model(g, opset_imports=[hp.make_opsetid("", 18)])
+    sess, ref = onnxc.InferenceSession(m.SerializeToString()), ReferenceEvaluator(m)
+    x = np.random.default_rng(3).standard_normal(8).astype(np.float32)
+    for c in (True, False):
+        for k in ([3, 1], [6, 7], [0, -2]):
+            feeds = {"x": x, "k": np.array(k, np.int64), "c": np.array(c)}
+            np.testing.assert_array_equal(sess.run(None, feeds)[0], ref.run(None, feeds)[0])

@@ -61,13 +61,23 @@ class If(OpSpec):
         if len(then_b.outputs) != n_out or len(else_b.outputs) != n_out:
             raise fail(node, f"the branches give {len(then_b.outputs)} and {len(else_b.outputs)} outputs, "
                        f"the node has {n_out}")
-        results, node.if_dims = [], []
+        results, node.if_dims, node.if_heap = [], [], {}
         for j, (a, b) in enumerate(zip(then_b.outputs, else_b.outputs)):
             if a.etype != b.etype:
                 raise fail(node, f"output {j}: then_branch gives {a.etype.name}, else_branch {b.etype.name}")
             if a.rank != b.rank:
                 raise OrtNotImplemented(f"{node.describe()}: output {j} has rank {a.rank} in then_branch and "
                                         f"{b.rank} in else_branch")
+            if any(dynamic.on_heap(d) for d in a.shape + b.shape):
+                # a branch finds its dims while running: the node takes the output as the branch's
+                # pointer (or gives a heap buffer to a branch of known dims) and copies the dims
+                for body in (then_b, else_b):
+                    if any(dynamic.on_heap(d) for d in body.outputs[j].shape):
+                        body.handover.add(j)
+                shape = [dynamic.assigned(node, None) for _ in a.shape]
+                node.if_heap[j] = shape
+                results.append((a.etype, tuple(shape)))
+                continue
             shape = []
             for k, (da, db) in enumerate(zip(a.shape, b.shape)):
                 if da == db:
@@ -83,7 +93,22 @@ class If(OpSpec):
         then_b, else_b = node.bodies["then_branch"], node.bodies["else_branch"]
         return {"then": subgraph.call_params(then_b), "else": subgraph.call_params(else_b),
                 "then_set": [(d, then_b.outputs[j].shape[k]) for d, j, k in node.if_dims],
-                "else_set": [(d, else_b.outputs[j].shape[k]) for d, j, k in node.if_dims]}
+                "else_set": [(d, else_b.outputs[j].shape[k]) for d, j, k in node.if_dims],
+                "then_heap": self._heap_outputs(node, then_b), "else_heap": self._heap_outputs(node, else_b)}
+
+    @staticmethod
+    def _heap_outputs(node, body):
+        """Outputs the node takes from the heap: per output, the branch hands a pointer over (its
+        dims read after the call) or gets a heap buffer of its known size."""
+        out = []
+        for j, dims in node.if_heap.items():
+            o = body.outputs[j]
+            given = j in body.handover
+            out.append({"j": j, "given": given, "ct": o.etype.c,
+                        "bytes": None if given else product(o.shape) * o.etype.itemsize,
+                        "dims": [(d, subgraph.after_call(body, od) if given else None, od)
+                                 for d, od in zip(dims, o.shape)]})
+        return out
 
     def scratch(self, node):
         return dmax(node.bodies["then_branch"].arena_bytes, node.bodies["else_branch"].arena_bytes)
