@@ -187,9 +187,12 @@ class Forest:
             p["nan_key"] = "0u" if one_mode in (2, 3) else "0xffffffffu"
         else:
             p["cfeat"], p["cthr"] = c_array(feat, "int32_t"), c_array(thr, tt)
-        if kind in ("single1", "dense") and len(lmap) * n_out <= max(4 * len(self.leaves) * n_out, 1 << 16):
-            w = np.array([w for lw in self.leaves for _, w in lw], np.float64).reshape(len(self.leaves), n_out)
+        stride = n_out if n_out <= 2 else -(-n_out // 4) * 4     # whole vectors per slot
+        if kind in ("single1", "dense") and len(lmap) * stride <= max(4 * len(self.leaves) * n_out, 1 << 16):
+            w = np.zeros((len(self.leaves), stride), np.float64)
+            w[:, :n_out] = np.array([w for lw in self.leaves for _, w in lw], np.float64).reshape(-1, n_out)
             p["cw"] = c_array(w[lmap], tt)    # each leaf slot's weights: no leaf-id indirection
+            p["cw_stride"] = stride
         return p
 
     def _tree_leaf_sets(self) -> list[list[int]]:
@@ -294,6 +297,9 @@ class _TreeBase(OpSpec):
         c = getattr(node, "_ml_tree", None)
         if c is None:
             c = self.build(node)
+            p = c[0]
+            if p["cw"] is not None and (p["agg"] >= 2 or not p["static_has"]):
+                p["cw"] = None      # slot weights serve sums only (min/max track which targets were hit)
             node._ml_tree = c
         return c
 
