@@ -28,6 +28,9 @@ AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 COL_CHUNK_BYTES = 512 * 1024   # im2col chunk: about half an L2
 CHUNK_ALIGN = 48               # chunk widths: a multiple of every SGEMM NR (8, 12, 16, 48)
 CONV_SLOTS = 4                 # up to this many threads take chunks of their own (scratch: one slot each)
+DIRECT_QB = 64                 # the largest ONNXC_CONV_QB (onnxc_conv.h): wide rows are sized for it
+DIRECT_MAX_MACS = 4 << 20
+DIRECT_MAX_BYTES = 256 << 10
 
 
 def _align(n: int) -> int:
@@ -110,7 +113,7 @@ def conv_geometry(node) -> dict:
 class Conv(OpSpec):
     op_type = "Conv"
     template = "conv.c.j2"
-    headers = ("onnxc_gemm.h",)
+    headers = ("onnxc_gemm.h", "onnxc_conv.h")
 
     def infer(self, node):
         x, w, b = node.inputs[0], node.inputs[1], node.input(2)
@@ -135,6 +138,9 @@ class Conv(OpSpec):
             kind = "pointwise"
         else:
             kind = "im2col"
+        direct = self.direct(node, g, kind)
+        if direct:
+            kind = "direct"
         # float: weights packed once per call (reused for every image and chunk); the im2col
         # buffer covers a chunk of output pixels small enough to stay in L2
         sgemm = gemm_kernel(x.etype) == "s"
@@ -165,6 +171,10 @@ class Conv(OpSpec):
         slot_off = 0 if pre else g["G"] * wpack_bytes
         slot_bytes = _align(col_bytes + work)
         native = 0 if kind == "depthwise" else slot_off + slots * slot_bytes
+        if direct:   # per slot: the padded planes, then the wide output
+            wpack, wpack_bytes, pre, slot_off, slots = False, 0, None, 0, CONV_SLOTS
+            slot_bytes = _align(direct["xp_bytes"]) + _align(direct["yw_bytes"])
+            native = slots * slot_bytes
         w, y = node.inputs[1], node.outputs[0]
         z = node.input(3)
         lowp = lowp_buffers(x.etype, native, [product(x.shape), product(w.shape), g["M"],
@@ -175,7 +185,27 @@ class Conv(OpSpec):
                 "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
-                "has_bias": node.input(2) is not None, **epilogue(node)}
+                "has_bias": node.input(2) is not None, "direct": direct, **epilogue(node)}
+
+    def direct(self, node, g, kind):
+        """runtime_c/onnxc_conv.h's direct kernel for small stride-1 2-D/1-D layers (LeNet's):
+        the sizes of its padded input planes and wide output, or None. Rule: at most
+        DIRECT_MAX_MACS multiply-adds per image and group on wide positions, at least half of
+        them real outputs, at most DIRECT_MAX_BYTES of buffers (they stay in L2)."""
+        if kind != "im2col" or node.inputs[0].etype == D["double"] or node.attrs.get("_prepacked"):
+            return None
+        if g["I"][0] != 1 or g["KS"][0] != 1 or g["S"] != [1, 1, 1]:
+            return None
+        OH, OW, KH, KW, DH, DW = g["O"][1], g["O"][2], g["KS"][1], g["KS"][2], g["DL"][1], g["DL"][2]
+        PH, PW = OH + (KH - 1) * DH, OW + (KW - 1) * DW
+        Q = OH * PW
+        ldy = -(-Q // DIRECT_QB) * DIRECT_QB
+        K = g["Cg"] * KH * KW
+        slack = ldy - Q + PW - OW + DIRECT_QB
+        xp_bytes, yw_bytes = 4 * (g["Cg"] * PH * PW + slack), 4 * g["Mg"] * ldy
+        if 2 * OW < PW or g["Mg"] * ldy * K > DIRECT_MAX_MACS or xp_bytes + yw_bytes > DIRECT_MAX_BYTES:
+            return None
+        return {"PH": PH, "PW": PW, "Q": Q, "slack": slack, "xp_bytes": xp_bytes, "yw_bytes": yw_bytes}
 
     def scratch(self, node):
         return self.params(node)["end"]

@@ -124,6 +124,9 @@ class _Pool(OpSpec):
             "block": BLOCK,
             "max_unroll": MAX_UNROLL,
             "acc_t": x.etype.c,
+            "interior": all(isinstance(d["in"], int) and isinstance(d["out"], int) and d["pb"] == 0
+                            and (d["out"] - 1) * d["s"] + (d["k"] - 1) * d["d"] < d["in"] for d in dims)
+                        and not (len(node.outputs) > 1 and node.outputs[1] is not None),
         }
 
 

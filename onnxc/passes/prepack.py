@@ -158,7 +158,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
             continue
         spec = lookup(node)
         p = spec.params(node)
-        if p["kind"] == "depthwise" or p["gemm"] != "s" or p["K"] <= 0 or p["Mg"] <= 0:
+        if p["kind"] in ("depthwise", "direct") or p["gemm"] != "s" or p["K"] <= 0 or p["Mg"] <= 0:
             continue
         G, Mg, K = p["G"], p["Mg"], p["K"]
         swapped = w_swapped(Mg, p["nch"], MR, NR)
