@@ -153,6 +153,7 @@ class InferenceSession:
         self._arenas: list = []          # (pointer, bytes, owner); popped by one call at a time
         self._dummy = self._ffi.new("char[]", 64)   # the arena of a call that needs none
         self._static_plan = None if self._nsyms else self._plan(())
+        self._init_fast()
         self._meta = ModelMetadata(m.get("producer_name", ""), m.get("graph_name", ""), m.get("domain", ""),
                                    m.get("doc_string", ""), m.get("graph_description", ""),
                                    _model_version(m.get("model_version")),
@@ -213,6 +214,11 @@ class InferenceSession:
         """Outputs as numpy arrays (all of them when output_names is None or empty)."""
         if run_options is not None and run_options.terminate:
             raise Fail("Exiting due to terminate flag being set to true.")
+        if self._fast is not None and type(input_feed) is dict and len(input_feed) == self._n_required:
+            sel = self._selection(output_names) if output_names else None
+            outs = self._run_fast(input_feed)
+            if outs is not None:
+                return outs if sel is None else [outs[j] for j in sel]
         keep = None
         if self._map_in:
             input_feed = self._encode_maps(input_feed)
@@ -323,7 +329,7 @@ class InferenceSession:
         for j, kind, keys in self._ml_out:
             a = outs[j]
             if kind == "zipmap":
-                outs[j] = [dict(zip(keys, row)) for row in a.reshape(-1, len(keys)).tolist()]
+                outs[j] = [dict(zip(keys, row)) for row in (a if a.ndim == 2 else a.reshape(-1, len(keys))).tolist()]
                 continue
             cache: dict = {}
             string, cast = self._ffi.string, self._ffi.cast
@@ -449,6 +455,44 @@ class InferenceSession:
             feed[name] = vals
             feed[ks.name] = keys
         return feed
+
+    # ---- the fast path ---------------------------------------------------------------------
+    def _init_fast(self) -> None:
+        """run()'s shortcut for plain tensor models fed exactly their required inputs as
+        C-contiguous arrays of the right dtype: the checks, dims and plan of a tuple of input
+        shapes are done once and remembered; anything else takes the general path."""
+        plain = not (self._map_in or self._str_in or self._cont_in or self._dynamic or self._run_syms
+                     or self._heap_k is not None)
+        self._fast = tuple((s.name, s.dtype) for s in self._specs[:self._n_required]) if plain else None
+        self._fast_absent = [self._null] * (len(self._specs) - self._n_required)   # overridables not fed
+        self._fast_plans: dict = {}
+
+    def _run_fast(self, feed: dict) -> list | None:
+        """Outputs, or None when this feed needs the general path (which also reports errors)."""
+        arrays = []
+        for name, dt in self._fast:
+            v = feed.get(name)
+            if type(v) is not np.ndarray or v.dtype != dt or not v.flags.carray:
+                return None
+            arrays.append(v)
+        key = arrays[0].shape if len(arrays) == 1 else tuple(a.shape for a in arrays)
+        plan = self._fast_plans.get(key)
+        if plan is None:
+            for s, a in zip(self._specs, arrays):
+                if s.shape is not None and a.shape != s.shape:
+                    return None
+            _, need, cd, pairs = self._plan(self._dims(arrays)) if self._nsyms else self._static_plan
+            if len(self._fast_plans) >= _PLAN_CACHE:
+                self._fast_plans.clear()
+            plan = self._fast_plans[key] = (pairs, cd, need)
+        pairs, cd, need = plan
+        empty, fb = np.empty, self._fb
+        outs = [empty(shp, dt) for shp, dt in pairs]
+        ins = [fb(a) for a in arrays]
+        if self._fast_absent:
+            ins += self._fast_absent
+        self._invoke(ins, [fb(o) for o in outs], cd, need)
+        return self._ml_outputs(outs) if self._ml_out else outs
 
     # ---- feeds ---------------------------------------------------------------------------
     def _feed(self, feed) -> list:
