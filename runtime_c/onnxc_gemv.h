@@ -34,10 +34,12 @@
 
 #if defined(ONNXC_GEMM_VEC)
 #define ONNXC__GV ONNXC_SGEMM_VL
+#ifndef ONNXC__GEMV_RB
 #if ONNXC_SGEMM_VL >= 16
-#define ONNXC__GEMV_RB 4           /* rows per group: 4 x 4 accumulators of 32 registers */
+#define ONNXC__GEMV_RB 6           /* rows per group: 6 x 4 accumulators of 32 registers */
 #else
 #define ONNXC__GEMV_RB 2           /* 16 registers */
+#endif
 #endif
 
 /* One tile: MR rows x NV vectors of columns, k split over KS accumulator sets (FMA latency:

@@ -49,7 +49,7 @@ class _Recurrent(OpSpec):
     cell = "rnn"
     gates = 1
     default_acts = ("Tanh",)
-    headers = ("onnxc_gemm.h", "onnxc_vmath.h")
+    headers = ("onnxc_gemm.h", "onnxc_gemv.h", "onnxc_vmath.h")
 
     def geometry(self, node) -> dict:
         x, w, r = node.inputs[0], node.inputs[1], node.inputs[2]
@@ -173,7 +173,11 @@ class _Recurrent(OpSpec):
                 "y": outs[0] is not None, "yh": outs[1] is not None,
                 "yc": self.cell == "lstm" and outs[2] is not None,
                 "input_forget": int(node.attr("input_forget", 0) or 0) if self.cell == "lstm" else 0,
-                "lbr": int(node.attr("linear_before_reset", 0) or 0) if self.cell == "gru" else 0}
+                "lbr": int(node.attr("linear_before_reset", 0) or 0) if self.cell == "gru" else 0,
+                # W^T, R^T as column strips (passes/prepack.py): inputs 8, 9; floats per direction
+                "strips": bool(node.attrs.get("_prepacked_rnn")),
+                "ws_stride": g["I"] * -(-g["G"] * g["H"] // 16) * 16,
+                "rs_stride": g["H"] * -(-g["G"] * g["H"] // 16) * 16}
 
     def scratch(self, node):
         return self._layout(node, self.geometry(node))[1]
