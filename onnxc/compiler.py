@@ -15,6 +15,7 @@ from .passes.constants import fold_constant_nodes
 from .passes.expand_functions import expand_functions
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
+from .passes.fold_if import fold_if
 from .passes.fuse_epilogue import fuse_epilogues
 from .passes.gradient import expand_gradients
 from .passes.prepack import prepack_weights, sgemm_block
@@ -59,6 +60,7 @@ PROTO_PASSES = [
     (0, expand_gradients),        # training Gradient -> ordinary ops (semantics, not optimisation)
     (passes.BASIC, eliminate_identity),
     (passes.BASIC, fold_constants),
+    (passes.BASIC, fold_if),
     (passes.BASIC, eliminate_pairs),
     (passes.BASIC, fold_batchnorm),
     (passes.BASIC, remove_dead_nodes),

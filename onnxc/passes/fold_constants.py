@@ -9,6 +9,10 @@ results are exactly onnx.reference's. It only folds
     large one (e.g. an Expand of a scalar) would cost more to load than to compute;
 and it leaves a node alone when the reference evaluator cannot run it or returns something that
 is not a plain tensor (sequences, optionals).
+
+Shape and Size only read their input's shape: they fold when that shape is statically known --
+a graph input or value_info whose dims are all numbers (a symbolic dim never folds: free-dimension
+overrides come later; the session rejects a fed input whose fixed dims differ).
 """
 from __future__ import annotations
 
@@ -24,6 +28,38 @@ NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Random
 # ops whose result may be larger than its inputs by a data-dependent factor: the output size is
 # checked after evaluating, so cap what they may allocate while evaluating too
 EXPANDING = {"Expand", "Tile", "ConstantOfShape", "Range", "Resize", "Upsample", "Pad"}
+
+
+def static_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
+    """name -> shape, for graph inputs and value_info entries whose dims are all numbers."""
+    out: dict[str, tuple[int, ...]] = {}
+    for vi in list(graph.value_info) + list(graph.input):
+        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
+            out[vi.name] = tuple(int(d.dim_value) for d in dims)
+    return out
+
+
+def _shape_fold(n: onnx.NodeProto, shapes: dict) -> list | None:
+    """Shape/Size of a value whose shape is statically known: [(output, array)] or None."""
+    if n.domain not in STD or n.op_type not in ("Shape", "Size") or len(n.input) != 1 \
+            or n.input[0] not in shapes or len(n.output) != 1 or not n.output[0]:
+        return None
+    shape = shapes[n.input[0]]
+    if n.op_type == "Size":
+        size = 1
+        for d in shape:
+            size *= d
+        if size >= 1 << 63:
+            return None
+        return [(n.output[0], np.array(size, np.int64))]
+    attrs = {a.name: a.i for a in n.attribute if a.type == onnx.AttributeProto.INT}
+    rank = len(shape)
+    start, end = attrs.get("start", 0), attrs.get("end", rank)
+    start, end = (min(max(x + rank if x < 0 else x, 0), rank) for x in (start, end))   # Shape-15 clamping
+    return [(n.output[0], np.array(shape[start:end], np.int64).reshape(-1))]
 
 
 def _foldable(n: onnx.NodeProto, consts: dict) -> bool:
@@ -92,16 +128,18 @@ def _evaluate(n: onnx.NodeProto, model: onnx.ModelProto, consts: dict):
 def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     g = model.graph
     consts = constants(g)
-    outputs = {o.name for o in g.output}
+    shapes = {k: v for k, v in static_shapes(g).items() if k not in consts}
     folded: set[int] = set()
     new_inits: list[onnx.TensorProto] = []
     changed = True
     while changed:           # a folded result may make its readers foldable
         changed = False
         for i, n in enumerate(g.node):
-            if i in folded or not _foldable(n, consts):
+            if i in folded:
                 continue
-            tensors = _evaluate(n, model, consts)
+            tensors = _shape_fold(n, shapes)
+            if tensors is None and _foldable(n, consts):
+                tensors = _evaluate(n, model, consts)
             if tensors is None:
                 continue
             for name, arr in tensors:
@@ -115,5 +153,4 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     out = copy(model)
     replace_nodes(out.graph, [n for i, n in enumerate(out.graph.node) if i not in folded])
     out.graph.initializer.extend(new_inits)
-    del outputs
     return out
