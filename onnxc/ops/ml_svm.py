@@ -46,7 +46,7 @@ class SVMClassifier(OpSpec):
     op_type = "SVMClassifier"
     domain = ML
     template = "ml_svm_classifier.c.j2"
-    headers = HEADERS
+    headers = HEADERS + ("onnxc_vmath.h",)
 
     def _model(self, node):
         x = numeric_input(node)
@@ -107,7 +107,7 @@ class SVMRegressor(OpSpec):
     op_type = "SVMRegressor"
     domain = ML
     template = "ml_svm_regressor.c.j2"
-    headers = HEADERS
+    headers = HEADERS + ("onnxc_vmath.h",)
 
     def _model(self, node):
         x = numeric_input(node)
