@@ -5,7 +5,7 @@ import pytest
 from onnx import helper
 
 import onnxc
-from util import NP2ONNX, check, make_model_from_nodes, make_node_model, run_both
+from util import NP2ONNX, check, make_model_from_nodes, make_node_model, poisoned, run_both
 
 rng = np.random.default_rng(11)
 
@@ -230,3 +230,114 @@ def test_conv_threads_and_chunks(threads):
     sess = onnxc.InferenceSession(m.SerializeToString(), so)
     for got, want in zip(sess.run(None, {"x": x}), ref):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# ---- direct kernel (runtime_c/onnxc_conv.h): small stride-1 layers ------------------------------
+
+def conv_kinds(model) -> list:
+    from onnxc import compiler
+    from onnxc.ops import lookup
+    c = compiler.compile_model(model, gemm_block=(8, 48))
+    return [lookup(n).params(n)["kind"] for n in c.graph.nodes if n.op_type in ("Conv", "FusedConv")]
+
+
+DIRECT_CASES = [
+    ((1, 1, 28, 28), (6, 1, 5, 5), {"pads": [2, 2, 2, 2]}),                     # LeNet conv1
+    ((1, 6, 14, 14), (16, 6, 5, 5), {}),                                          # LeNet conv2
+    ((3, 4, 9, 13), (7, 4, 3, 3), {"pads": [1, 0, 2, 1]}),                       # 6 + 1 channels, batch 3
+    ((2, 6, 11, 10), (10, 3, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 2, 1]}),
+    ((1, 3, 40), (5, 3, 5), {"pads": [2, 2]}),                                    # 1-D
+    ((1, 2, 8, 8), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    ((1, 2, 8, 9), (3, 2, 2, 2), {"auto_pad": "SAME_LOWER"}),
+    ((1, 5, 6, 70), (9, 5, 1, 3), {}),                                            # several tiles + tail
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", DIRECT_CASES)
+def test_conv_direct(xs, ws, attrs):
+    x, w, b = rand(xs), rand(ws), rand((ws[0],))
+    m = make_node_model("Conv", {"x": x}, attrs, initializers={"w": w, "b": b})
+    assert conv_kinds(m) == ["direct"]
+    with poisoned():
+        check(m, {"x": x}, **tol(np.float32, int(np.prod(ws[1:]))))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_conv_direct_nan_inf():
+    x, w = rand((1, 2, 12, 12)), rand((4, 2, 3, 3))
+    x[0, 0, 3, 4], x[0, 1, 7, 7], x[0, 1, 0, 11] = np.nan, np.inf, -np.inf
+    m = make_node_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, initializers={"w": w})
+    assert conv_kinds(m) == ["direct"]
+    got = check(m, {"x": x}, **tol(np.float32, 18))[0]
+    assert np.isnan(got[0, :, 2:5, 3:6]).all() and not np.isnan(got[0, :, 9:, :2]).any()
+
+
+def test_conv_direct_fused_residual_relu():
+    """Conv + Add(residual) + Relu fused (FusedConv) on the direct path; the output may take
+    the residual's storage."""
+    x, w, b, z = rand((2, 3, 10, 10)), rand((5, 3, 3, 3)), rand((5,)), rand((2, 5, 10, 10))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    feeds = {"x": x, "z": z}
+    m = make_model_from_nodes(nodes, feeds, {"w": w, "b": b}, ["y"])
+    assert conv_kinds(m) == ["direct"]
+    check(m, feeds, **tol(np.float32, 27))
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_conv_direct_symbolic_batch(nt):
+    """Images over threads (each in its own slot) when the batch is large enough."""
+    w, b = rand((16, 6, 5, 5)), rand((16,))
+    x = rand((2, 6, 14, 14))
+    m = make_node_model("Conv", {"x": x}, {}, initializers={"w": w, "b": b},
+                        input_shapes={"x": ["N", 6, 14, 14]})
+    assert conv_kinds(m) == ["direct"]
+    ref, _ = run_both(m, {"x": x})
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = nt
+    sess = onnxc.InferenceSession(m.SerializeToString(), so)
+    from onnx.reference import ReferenceEvaluator
+    for n in (1, 9, 40):
+        xs = rand((n, 6, 14, 14))
+        np.testing.assert_allclose(sess.run(None, {"x": xs})[0], ReferenceEvaluator(m).run(None, {"x": xs})[0],
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_conv_direct_rule():
+    """Big layers, strides and double stay on the GEMM paths."""
+    for xs, ws, attrs, dtype in [((1, 64, 56, 56), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, np.float32),
+                                 ((1, 3, 28, 28), (6, 3, 5, 5), {"strides": [2, 2]}, np.float32),
+                                 ((1, 1, 28, 28), (6, 1, 5, 5), {}, np.float64)]:
+        m = make_node_model("Conv", {"x": rand(xs, dtype)}, attrs, initializers={"w": rand(ws, dtype)})
+        assert conv_kinds(m) == ["im2col"]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("op,attrs", [("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}),
+                                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [1, 2], "dilations": [2, 1]}),
+                                      ("MaxPool", {"kernel_shape": [5, 5]}),
+                                      ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}),
+                                      ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1]})])
+def test_pool_interior(op, attrs):
+    """Pools whose windows all lie inside the input (LeNet's): taps straight; a window's
+    leading NaN sticks, later NaNs are skipped (MaxPool), NaN propagates (AveragePool)."""
+    x = rand((2, 3, 12, 13))
+    x[1, 2, 4, 6], x[0, 1, 5, 5] = -np.inf, np.inf
+    x[1, 0, 2, :] = -0.0
+    m = make_node_model(op, {"x": x}, attrs, opset=12)
+    with poisoned():
+        check(m, {"x": x})
+    # NaN (onnx.reference differs from onnxruntime here): 2x2 windows by numpy
+    if attrs == {"kernel_shape": [2, 2], "strides": [2, 2]}:
+        x[0, 0, 0, 0], x[0, 1, 2, 3], x[0, 2, 4, 4], x[0, 2, 5, 5] = np.nan, np.nan, 1e30, np.nan
+        sess = onnxc.InferenceSession(m.SerializeToString())
+        got = sess.run(None, {"x": x})[0]
+        win = x[:, :, :12, :12].reshape(2, 3, 6, 2, 6, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 3, 6, 6, 4)
+        if op == "MaxPool":   # the first element, then any greater one
+            want = win[..., 0].copy()
+            for t in range(1, 4):
+                want = np.where(win[..., t] > want, win[..., t], want)
+            assert np.isnan(got[0, 0, 0, 0]) and not np.isnan(got[0, 1, 1, 1]) and got[0, 2, 2, 2] == np.float32(1e30)
+        else:
+            want = ((0 + (0 + win[..., 0] + win[..., 1])) + (0 + win[..., 2] + win[..., 3])) / np.float32(4)
+        np.testing.assert_array_equal(got, want)

@@ -8,7 +8,8 @@ from onnx import helper
 
 import onnxc
 from onnxc.ops import gemm as gemm_op
-from util import NP2ONNX, assert_close, check, make_model_from_nodes, make_node_model, run_both, typed_outputs
+from util import (NP2ONNX, assert_close, check, make_model_from_nodes, make_node_model, poisoned, run_both,
+                  typed_outputs)
 
 rng = np.random.default_rng(7)
 ROOT = Path(__file__).resolve().parent.parent
@@ -373,3 +374,79 @@ def test_zero_sized():
           {"a": a.astype(np.float64), "b": b.astype(np.float64)})
     e, f = np.zeros((0, 5), np.int64), rand((5, 4), np.int64)
     check(make_node_model("MatMul", {"e": e, "f": f}), {"e": e, "f": f})
+
+
+# ---- batch-1 layers: op(B) prepacked as column strips (passes/prepack.py, onnxc_gemv.h) ----------
+
+def _gemv_prepacked(model) -> list:
+    from onnxc import compiler
+    c = compiler.compile_model(model, gemm_block=(8, 48))
+    return [bool((n.attrs.get("_prepacked") or {}).get("gemv")) for n in c.graph.nodes
+            if n.op_type in ("Gemm", "FusedGemm")]
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 512, 784), (1, 120, 400), (1, 10, 84), (1, 130, 7), (3, 200, 33),
+                                   (8, 17, 129), (1, 1, 1), (6, 300, 5), (7, 129, 64)])
+@pytest.mark.parametrize("tb", [0, 1])
+def test_gemm_strips(M, N, K, tb):
+    b = rand((N, K) if tb else (K, N))
+    a, c = rand((M, K)), rand((N,))
+    m = make_node_model("Gemm", {"a": a}, {"transB": tb, "alpha": 0.75, "beta": 1.5},
+                        initializers={"b": b, "c": c})
+    assert _gemv_prepacked(m) == [True]
+    with poisoned():
+        check(m, {"a": a}, **tol(np.float32, K))
+
+
+@pytest.mark.parametrize("cshape", [(1, 1), (5, 1), (5, 70), None])
+def test_gemm_strips_c_shapes_fused(cshape):
+    """Gemm + residual Add + Relu fused (FusedGemm) on the strips path; C broadcast."""
+    a, b, z = rand((5, 90)), rand((70, 90)), rand((5, 70))
+    inits = {"b": b}
+    if cshape is not None:
+        inits["c"] = rand(cshape)
+    nodes = [helper.make_node("Gemm", ["a", "b"] + (["c"] if cshape is not None else []), ["g"], transB=1),
+             helper.make_node("Add", ["g", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    feeds = {"a": a, "z": z}
+    m = make_model_from_nodes(nodes, feeds, inits, ["y"])
+    assert _gemv_prepacked(m) == [True]
+    check(m, feeds, **tol(np.float32, 90))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_gemm_strips_nan_inf():
+    a, b = rand((2, 300)), rand((40, 300))
+    a[0, 5], b[7, 2], b[9, 9] = np.nan, -np.inf, np.inf
+    a[1, 9] = 0.0              # 0 * inf = NaN in row 1, column 9
+    m = make_node_model("Gemm", {"a": a}, {"transB": 1}, initializers={"b": b})
+    got = check(m, {"a": a}, **tol(np.float32, 300))[0]
+    assert np.isnan(got[0]).all() and np.isnan(got[1, 9]) and np.isinf(got[1, 7])
+
+
+def test_gemm_strips_symbolic_batch():
+    """A symbolic row count keeps the plain B: few rows take the strips, many the SGEMM."""
+    w, bias = rand((130, 784)), rand((130,))
+    x = rand((3, 784))
+    m = make_node_model("Gemm", {"x": x}, {"transB": 1}, initializers={"w": w, "b": bias},
+                        input_shapes={"x": ["N", 784]})
+    assert _gemv_prepacked(m) == [True]
+    run_both(m, {"x": x})
+    for nt in (1, 2):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sess = onnxc.InferenceSession(m.SerializeToString(), so)
+        for n in (1, 8, 9, 64, 2):
+            x = rand((n, 784))
+            np.testing.assert_allclose(sess.run(None, {"x": x})[0], x @ w.T + bias, rtol=1e-4, atol=1e-3)
+
+
+def test_gemv_strips_layout():
+    from onnxc.passes.prepack import GEMV_PAD, GEMV_SW, gemv_strips
+    text = (ROOT / "runtime_c" / "onnxc_gemv.h").read_text()
+    assert f"#define ONNXC_GEMV_SW {GEMV_SW} " in text and f"#define ONNXC_GEMV_PAD {GEMV_PAD} " in text
+    b = np.arange(3 * 150, dtype=np.float32).reshape(3, 150)
+    s = gemv_strips(b)
+    assert s.size == 3 * 160
+    assert (s[:3 * 128].reshape(3, 128) == b[:, :128]).all()
+    tail = s[3 * 128:].reshape(3, 32)
+    assert (tail[:, :22] == b[:, 128:]).all() and (tail[:, 22:] == 0).all()

@@ -5,7 +5,7 @@ import pytest
 from onnx import helper
 
 import onnxc
-from util import check, make_model_from_nodes, typed_outputs
+from util import check, make_model_from_nodes, poisoned, typed_outputs
 
 rng = np.random.default_rng(7)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -179,3 +179,34 @@ def test_errors():
     typed_outputs(m, spec("LSTM", ins, 6))
     with pytest.raises(onnxc.InvalidGraph, match="Nope"):
         onnxc.InferenceSession(m.SerializeToString())
+
+
+def _rnn_strips(model) -> bool:
+    from onnxc import compiler
+    c = compiler.compile_model(model, gemm_block=(8, 48))
+    return [bool(n.attrs.get("_prepacked_rnn")) for n in c.graph.nodes if n.op_type in ("RNN", "GRU", "LSTM")]
+
+
+@pytest.mark.parametrize("op,lbr", [("RNN", 0), ("GRU", 1), ("LSTM", 0), ("GRU", 0)])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("Bn,H", [(1, 40), (3, 6), (2, 70)])
+def test_constant_weights_strips(op, lbr, direction, Bn, H):
+    """Constant W and R: W^T and R^T prepacked as column strips (passes/prepack.py), the steps
+    through onnxc_sgemv_strips (GRU without linear_before_reset keeps the GEMM path)."""
+    m, ins = make(op, T=7, Bn=Bn, I=19, H=H, direction=direction, h0=True, c0=op == "LSTM",
+                  seq=[7, 4, 0][:Bn] if Bn > 1 else None, **({"linear_before_reset": lbr} if op == "GRU" else {}))
+    consts = {k: ins.pop(k) for k in ("W", "R", "B")}
+    names = [i.name for i in m.graph.input]
+    from onnx import numpy_helper
+    keep = [i for i in m.graph.input if i.name not in consts]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    m.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items())
+    assert names[:3] == ["X", "W", "R"]
+    want = [w.astype(np.float32) for w in spec(op, {**ins, **consts}, H, direction=direction, lbr=lbr)]
+    typed_outputs(m, want)
+    assert _rnn_strips(m) == [not (op == "GRU" and not lbr)]
+    with poisoned():
+        got = onnxc.InferenceSession(m.SerializeToString()).run(None, ins)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
