@@ -459,40 +459,79 @@ class InferenceSession:
     # ---- the fast path ---------------------------------------------------------------------
     def _init_fast(self) -> None:
         """run()'s shortcut for plain tensor models fed exactly their required inputs as
-        C-contiguous arrays of the right dtype: the checks, dims and plan of a tuple of input
-        shapes are done once and remembered; anything else takes the general path."""
+        C-contiguous arrays of the right dtype: the checks, dims and output makers of a tuple of
+        input shapes are done once and remembered; anything else takes the general path."""
         plain = not (self._map_in or self._str_in or self._cont_in or self._dynamic or self._run_syms
                      or self._heap_k is not None)
         self._fast = tuple((s.name, s.dtype) for s in self._specs[:self._n_required]) if plain else None
+        self._fast1 = self._fast[0] if plain and len(self._fast) == 1 and not self._overridable else None
         self._fast_absent = [self._null] * (len(self._specs) - self._n_required)   # overridables not fed
         self._fast_plans: dict = {}
+        zips = {j: keys for j, kind, keys in self._ml_out if kind == "zipmap" and self._out_ranks[j] == 2}
+        # with only ZipMap outputs (rank 2: rows x classes) their floats go to a cffi buffer that
+        # becomes dicts directly; others (strings) take _ml_outputs
+        self._fast_zip = zips if self._ml_out and len(zips) == len(self._ml_out) else None
+
+    def _fast_plan(self, key, arrays):
+        """(output makers, C dims, arena bytes, ZipMap outputs) for these input shapes; None when
+        a static input's shape does not fit (the general path reports it)."""
+        for s, a in zip(self._specs, arrays):
+            if s.shape is not None and a.shape != s.shape:
+                return None
+        shapes, need, cd, pairs = self._plan(self._dims(arrays)) if self._nsyms else self._static_plan
+        makers, zips = [], []
+        for j, (shp, dt) in enumerate(pairs):
+            keys = self._fast_zip.get(j) if self._fast_zip is not None else None
+            if keys is None:
+                makers.append((np.empty, shp, dt))
+            else:       # rows x classes floats, read once into dicts: a cffi buffer, no numpy array
+                makers.append((self._ffi.new, self._ffi.typeof("float[]"), max(shp[0] * shp[1], 1)))
+                zips.append((j, keys, shp[0] * shp[1], len(keys)))
+        if len(self._fast_plans) >= _PLAN_CACHE:
+            self._fast_plans.clear()
+        plan = self._fast_plans[key] = (makers, cd, need, zips if self._fast_zip is not None else None)
+        return plan
 
     def _run_fast(self, feed: dict) -> list | None:
         """Outputs, or None when this feed needs the general path (which also reports errors)."""
-        arrays = []
-        for name, dt in self._fast:
+        fb = self._fb
+        if self._fast1 is not None:          # one input: no lists to build for it
+            name, dt = self._fast1
             v = feed.get(name)
             if type(v) is not np.ndarray or v.dtype != dt or not v.flags.carray:
                 return None
-            arrays.append(v)
-        key = arrays[0].shape if len(arrays) == 1 else tuple(a.shape for a in arrays)
-        plan = self._fast_plans.get(key)
-        if plan is None:
-            for s, a in zip(self._specs, arrays):
-                if s.shape is not None and a.shape != s.shape:
+            plan = self._fast_plans.get(v.shape) or self._fast_plan(v.shape, (v,))
+            if plan is None:
+                return None
+            ins = [fb(v)]
+        else:
+            arrays = []
+            for name, dt in self._fast:
+                v = feed.get(name)
+                if type(v) is not np.ndarray or v.dtype != dt or not v.flags.carray:
                     return None
-            _, need, cd, pairs = self._plan(self._dims(arrays)) if self._nsyms else self._static_plan
-            if len(self._fast_plans) >= _PLAN_CACHE:
-                self._fast_plans.clear()
-            plan = self._fast_plans[key] = (pairs, cd, need)
-        pairs, cd, need = plan
-        empty, fb = np.empty, self._fb
-        outs = [empty(shp, dt) for shp, dt in pairs]
-        ins = [fb(a) for a in arrays]
-        if self._fast_absent:
-            ins += self._fast_absent
-        self._invoke(ins, [fb(o) for o in outs], cd, need)
-        return self._ml_outputs(outs) if self._ml_out else outs
+                arrays.append(v)
+            key = tuple(a.shape for a in arrays)
+            plan = self._fast_plans.get(key) or self._fast_plan(key, arrays)
+            if plan is None:
+                return None
+            ins = [fb(a) for a in arrays] + self._fast_absent
+        makers, cd, need, zips = plan
+        outs = [make(a, b) for make, a, b in makers]
+        ptrs = [fb(o) if type(o) is np.ndarray else o for o in outs]
+        if need:
+            self._invoke(ins, ptrs, cd, need)
+        else:
+            rc = self._run_fn(ins, ptrs, cd, self._dummy, self._threads)
+            if rc:
+                raise self._lib.run_error(rc)
+        if zips is None:
+            return self._ml_outputs(outs) if self._ml_out else outs
+        unpack = self._ffi.unpack
+        for j, keys, n, nc in zips:       # lists of dicts, as onnxruntime gives ZipMap's output
+            flat = unpack(outs[j], n)
+            outs[j] = [dict(zip(keys, flat))] if n == nc else [dict(zip(keys, row)) for row in zip(*[iter(flat)] * nc)]
+        return outs
 
     # ---- feeds ---------------------------------------------------------------------------
     def _feed(self, feed) -> list:
