@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -153,7 +154,6 @@ class InferenceSession:
         self._arenas: list = []          # (pointer, bytes, owner); popped by one call at a time
         self._dummy = self._ffi.new("char[]", 64)   # the arena of a call that needs none
         self._static_plan = None if self._nsyms else self._plan(())
-        self._init_fast()
         self._meta = ModelMetadata(m.get("producer_name", ""), m.get("graph_name", ""), m.get("domain", ""),
                                    m.get("doc_string", ""), m.get("graph_description", ""),
                                    _model_version(m.get("model_version")),
@@ -165,6 +165,7 @@ class InferenceSession:
             from .profiling import Profiler
             self._profiler = Profiler(lib, self._sess_options.profile_file_prefix)
             self._run_fn = self._profiler.wrap(self._run_fn)
+        self._init_fast()
 
     def get_inputs(self) -> list[NodeArg]:
         return list(self._inputs)
@@ -214,7 +215,7 @@ class InferenceSession:
         """Outputs as numpy arrays (all of them when output_names is None or empty)."""
         if run_options is not None and run_options.terminate:
             raise Fail("Exiting due to terminate flag being set to true.")
-        if self._fast is not None and type(input_feed) is dict and len(input_feed) == self._n_required:
+        if self._fast is not None and type(input_feed) is dict:
             sel = self._selection(output_names) if output_names else None
             outs = self._run_fast(input_feed)
             if outs is not None:
@@ -471,6 +472,7 @@ class InferenceSession:
         # with only ZipMap outputs (rank 2: rows x classes) their floats go to a cffi buffer that
         # becomes dicts directly; others (strings) take _ml_outputs
         self._fast_zip = zips if self._ml_out and len(zips) == len(self._ml_out) else None
+        self._run_fast = self._make_fast() if plain else None
 
     def _fast_plan(self, key, arrays):
         """(output makers, C dims, arena bytes, ZipMap outputs) for these input shapes; None when
@@ -492,46 +494,67 @@ class InferenceSession:
         plan = self._fast_plans[key] = (makers, cd, need, zips if self._fast_zip is not None else None)
         return plan
 
-    def _run_fast(self, feed: dict) -> list | None:
-        """Outputs, or None when this feed needs the general path (which also reports errors)."""
-        fb = self._fb
-        if self._fast1 is not None:          # one input: no lists to build for it
-            name, dt = self._fast1
-            v = feed.get(name)
-            if type(v) is not np.ndarray or v.dtype != dt or not v.flags.carray:
-                return None
-            plan = self._fast_plans.get(v.shape) or self._fast_plan(v.shape, (v,))
-            if plan is None:
-                return None
-            ins = [fb(v)]
-        else:
-            arrays = []
-            for name, dt in self._fast:
+    def _make_fast(self):
+        """run()'s fast path as a closure over everything a call reads (no attribute lookups):
+        feed -> outputs, or None when this feed needs the general path (which reports errors)."""
+        me = weakref.ref(self)       # (the session holds this closure: no reference cycle)
+        fb, plans, pool, ffi = self._fb, self._fast_plans, self._arenas, self._ffi
+        dummy, threads, run_error, unpack = self._dummy, self._threads, self._lib.run_error, self._ffi.unpack
+        ml_out = bool(self._ml_out)
+        specs, n_req, absent, ndarray = self._fast, self._n_required, self._fast_absent, np.ndarray
+        one = self._fast1
+
+        def fast_plan(key, arrays):
+            return me()._fast_plan(key, arrays)
+
+        def call(ins, plan):
+            makers, cd, need, zips = plan
+            run_fn = me()._run_fn     # looked up per call: it may be wrapped after the session starts
+            outs = [make(a, b) for make, a, b in makers]
+            ptrs = [fb(o) if type(o) is ndarray else o for o in outs]
+            if need:        # as _invoke: an arena no other call holds meanwhile
+                arena = pool.pop() if pool else None
+                if arena is None or arena[1] < need:
+                    arena = _new_arena(ffi, need)
+                try:
+                    rc = run_fn(ins, ptrs, cd, arena[0], threads)
+                finally:
+                    pool.append(arena)
+            else:
+                rc = run_fn(ins, ptrs, cd, dummy, threads)
+            if rc:
+                raise run_error(rc)
+            if zips is None:
+                return me()._ml_outputs(outs) if ml_out else outs
+            for j, keys, n, nc in zips:       # lists of dicts, as onnxruntime gives ZipMap's output
+                flat = unpack(outs[j], n)
+                outs[j] = [dict(zip(keys, flat))] if n == nc else [dict(zip(keys, r)) for r in zip(*[iter(flat)] * nc)]
+            return outs
+
+        if one is not None:                   # one input: no lists to build for it
+            name, dt = one
+
+            def fast(feed):
                 v = feed.get(name)
-                if type(v) is not np.ndarray or v.dtype != dt or not v.flags.carray:
+                if type(v) is not ndarray or v.dtype != dt or not v.flags.carray or len(feed) != 1:
+                    return None
+                plan = plans.get(v.shape) or fast_plan(v.shape, (v,))
+                return None if plan is None else call([fb(v)], plan)
+            return fast
+
+        def fast_n(feed):
+            if len(feed) != n_req:
+                return None
+            arrays = []
+            for name, dt in specs:
+                v = feed.get(name)
+                if type(v) is not ndarray or v.dtype != dt or not v.flags.carray:
                     return None
                 arrays.append(v)
             key = tuple(a.shape for a in arrays)
-            plan = self._fast_plans.get(key) or self._fast_plan(key, arrays)
-            if plan is None:
-                return None
-            ins = [fb(a) for a in arrays] + self._fast_absent
-        makers, cd, need, zips = plan
-        outs = [make(a, b) for make, a, b in makers]
-        ptrs = [fb(o) if type(o) is np.ndarray else o for o in outs]
-        if need:
-            self._invoke(ins, ptrs, cd, need)
-        else:
-            rc = self._run_fn(ins, ptrs, cd, self._dummy, self._threads)
-            if rc:
-                raise self._lib.run_error(rc)
-        if zips is None:
-            return self._ml_outputs(outs) if self._ml_out else outs
-        unpack = self._ffi.unpack
-        for j, keys, n, nc in zips:       # lists of dicts, as onnxruntime gives ZipMap's output
-            flat = unpack(outs[j], n)
-            outs[j] = [dict(zip(keys, flat))] if n == nc else [dict(zip(keys, row)) for row in zip(*[iter(flat)] * nc)]
-        return outs
+            plan = plans.get(key) or fast_plan(key, arrays)
+            return None if plan is None else call([fb(a) for a in arrays] + absent, plan)
+        return fast_n
 
     # ---- feeds ---------------------------------------------------------------------------
     def _feed(self, feed) -> list:
@@ -799,10 +822,7 @@ class InferenceSession:
             raise self._lib.run_error(rc)
 
     def _new_arena(self, nbytes: int) -> tuple:
-        raw = np.empty(nbytes + 64, np.uint8)
-        p = self._ffi.cast("char *", self._ffi.from_buffer(raw))
-        off = -int(self._ffi.cast("uintptr_t", p)) % 64
-        return (p + off, nbytes, raw)
+        return _new_arena(self._ffi, nbytes)
 
     def _run_bound(self, b: IOBinding) -> None:
         prep = b._prepared
@@ -895,6 +915,14 @@ class InferenceSession:
 
 _HEAP_START = 1 << 16       # bytes of heap a session first tries (it keeps the largest it needed)
 _HEAP_MAX = 1 << 36       # 64 GiB: beyond that a run is refused (a size overflowed, or data asks too much)
+
+
+def _new_arena(ffi, nbytes: int) -> tuple:
+    """(64-byte aligned pointer, bytes, owner) of a fresh arena."""
+    raw = np.empty(nbytes + 64, np.uint8)
+    p = ffi.cast("char *", ffi.from_buffer(raw))
+    off = -int(ffi.cast("uintptr_t", p)) % 64
+    return (p + off, nbytes, raw)
 
 
 def _prefix(a: np.ndarray, shape: tuple) -> np.ndarray:
