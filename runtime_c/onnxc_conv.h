@@ -60,9 +60,102 @@ ONNXC__CONV_TILE(onnxc__conv_t4v, 4, 1)
 ONNXC__CONV_TILE(onnxc__conv_t2v, 2, 1)
 ONNXC__CONV_TILE(onnxc__conv_t1v, 1, 1)
 #define ONNXC_CONV_QB (ONNXC_CONV_NV * ONNXC_CONV_VL)   /* positions per tile */
+
+/* ---- channel-vectorised variant: 16 output channels per block (weights prepacked at compile
+ * time as [block][c][kh][kw][16], channels past M zero), P positions of one output row per
+ * tile: one weight load per tap for P broadcast inputs, and no garbage positions (the wide
+ * variant computes OH * PW of them). Results go to the same wide output rows. */
+#define ONNXC_CONVC_NV (16 / ONNXC_CONV_VL)          /* vectors per channel block */
+#define ONNXC_CONVC_PMAX (12 / ONNXC_CONVC_NV)       /* positions per tile: <= 12 accumulators */
+#define ONNXC__CONVC_TILE(NAME, P)                                                              \
+    ONNXC_GEMM_INL void NAME(int64_t C, int64_t KH, int64_t KW, int64_t plane, int64_t dh,       \
+                             int64_t dw, const float *x, const float *w, float *y, int64_t ldy,  \
+                             int64_t mvalid)                                                     \
+    {                                                                                            \
+        onnxc_vf acc[P][ONNXC_CONVC_NV];                                                         \
+        _Pragma("GCC unroll 16") for (int q = 0; q < P; ++q)                                     \
+        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_CONVC_NV; ++v) acc[q][v] = (onnxc_vf){0}; \
+        for (int64_t c = 0; c < C; ++c)                                                          \
+            for (int64_t kh = 0; kh < KH; ++kh) {                                                \
+                const float *xr = x + c * plane + kh * dh;                                       \
+                const float *wr = w + (c * KH + kh) * KW * 16;                                   \
+                for (int64_t kw = 0; kw < KW; ++kw) {                                            \
+                    onnxc_vf wv[ONNXC_CONVC_NV];                                                 \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_CONVC_NV; ++v)             \
+                        wv[v] = onnxc__vload(wr + kw * 16 + v * ONNXC_CONV_VL);                  \
+                    const float *xs = xr + kw * dw;                                              \
+                    _Pragma("GCC unroll 16") for (int q = 0; q < P; ++q) {                       \
+                        const float a = xs[q];                                                   \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_CONVC_NV; ++v)         \
+                            acc[q][v] += a * wv[v];                                              \
+                    }                                                                            \
+                }                                                                                \
+            }                                                                                    \
+        float t[P][16];                                                                          \
+        _Pragma("GCC unroll 16") for (int q = 0; q < P; ++q)                                     \
+        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_CONVC_NV; ++v)                         \
+            onnxc__vstore(&t[q][v * ONNXC_CONV_VL], acc[q][v]);                                  \
+        for (int64_t m = 0; m < mvalid; ++m)                                                     \
+            _Pragma("GCC unroll 16") for (int q = 0; q < P; ++q) y[m * ldy + q] = t[q][m];       \
+    }
+
+ONNXC__CONVC_TILE(onnxc__convc_1, 1)
+ONNXC__CONVC_TILE(onnxc__convc_2, 2)
+ONNXC__CONVC_TILE(onnxc__convc_3, 3)
+ONNXC__CONVC_TILE(onnxc__convc_4, 4)
+ONNXC__CONVC_TILE(onnxc__convc_5, 5)
+ONNXC__CONVC_TILE(onnxc__convc_6, 6)
+ONNXC__CONVC_TILE(onnxc__convc_7, 7)
+ONNXC__CONVC_TILE(onnxc__convc_8, 8)
+ONNXC__CONVC_TILE(onnxc__convc_9, 9)
+ONNXC__CONVC_TILE(onnxc__convc_10, 10)
+ONNXC__CONVC_TILE(onnxc__convc_11, 11)
+ONNXC__CONVC_TILE(onnxc__convc_12, 12)
 #else
 #define ONNXC_CONV_QB 8
 #endif
+
+/* yw (M rows of ldy floats, real positions oh * PW + ow only) = W * xp, with the weights `wc`
+ * prepacked in channel blocks of 16 (see above). Without vector support: M rows one by one. */
+ONNXC_GEMM_FN void onnxc_conv_direct_c(int64_t M, int64_t C, int64_t KH, int64_t KW, int64_t PH, int64_t PW,
+                                       int64_t DH, int64_t DW, int64_t OH, int64_t OW, const float *xp,
+                                       const float *wc, float *yw, int64_t ldy)
+{
+    const int64_t plane = PH * PW, K = C * KH * KW;
+#if defined(ONNXC_GEMM_VEC)
+    const int64_t nch = (OW + ONNXC_CONVC_PMAX - 1) / ONNXC_CONVC_PMAX;   /* near-equal chunks of a row */
+    for (int64_t mb = 0; mb < M; mb += 16) {
+        const float *w = wc + mb * K;
+        const int64_t mv = M - mb < 16 ? M - mb : 16;
+        for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ch = 0; ch < nch; ++ch) {
+                const int64_t o0 = ch * OW / nch, o1 = (ch + 1) * OW / nch;
+                const float *x = xp + oh * PW + o0;
+                float *y = yw + mb * ldy + oh * PW + o0;
+                switch (o1 - o0) {
+#define ONNXC__CONVC_CASE(P) case P: onnxc__convc_##P(C, KH, KW, plane, DH * PW, DW, x, w, y, ldy, mv); break;
+                ONNXC__CONVC_CASE(1) ONNXC__CONVC_CASE(2) ONNXC__CONVC_CASE(3) ONNXC__CONVC_CASE(4)
+                ONNXC__CONVC_CASE(5) ONNXC__CONVC_CASE(6) ONNXC__CONVC_CASE(7) ONNXC__CONVC_CASE(8)
+                ONNXC__CONVC_CASE(9) ONNXC__CONVC_CASE(10) ONNXC__CONVC_CASE(11) ONNXC__CONVC_CASE(12)
+#undef ONNXC__CONVC_CASE
+                default: break;
+                }
+            }
+    }
+#else
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+                float s = 0.0f;
+                for (int64_t c = 0; c < C; ++c)
+                    for (int64_t kh = 0; kh < KH; ++kh)
+                        for (int64_t kw = 0; kw < KW; ++kw)
+                            s += wc[(m / 16 * K + (c * KH + kh) * KW + kw) * 16 + m % 16] *
+                                 xp[c * plane + (oh + kh * DH) * PW + ow + kw * DW];
+                yw[m * ldy + oh * PW + ow] = s;
+            }
+#endif
+}
 
 /* Wide positions rounded up to whole tiles (the row length of the wide output). */
 #define ONNXC_CONV_WIDE(Q) (((Q) + ONNXC_CONV_QB - 1) / ONNXC_CONV_QB * ONNXC_CONV_QB)

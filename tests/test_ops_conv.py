@@ -234,11 +234,12 @@ def test_conv_threads_and_chunks(threads):
 
 # ---- direct kernel (runtime_c/onnxc_conv.h): small stride-1 layers ------------------------------
 
-def conv_kinds(model) -> list:
+def conv_kinds(model, chan=False) -> list:
     from onnxc import compiler
     from onnxc.ops import lookup
     c = compiler.compile_model(model, gemm_block=(8, 48))
-    return [lookup(n).params(n)["kind"] for n in c.graph.nodes if n.op_type in ("Conv", "FusedConv")]
+    ps = [lookup(n).params(n) for n in c.graph.nodes if n.op_type in ("Conv", "FusedConv")]
+    return [(p["kind"], bool(p["direct"] and p["direct"]["chan"])) if chan else p["kind"] for p in ps]
 
 
 DIRECT_CASES = [
@@ -258,6 +259,25 @@ def test_conv_direct(xs, ws, attrs):
     x, w, b = rand(xs), rand(ws), rand((ws[0],))
     m = make_node_model("Conv", {"x": x}, attrs, initializers={"w": w, "b": b})
     assert conv_kinds(m) == ["direct"]
+    with poisoned():
+        check(m, {"x": x}, **tol(np.float32, int(np.prod(ws[1:]))))
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 6, 14, 14), (16, 6, 5, 5), {}),                                          # LeNet conv2
+    ((1, 6, 14, 14), (32, 6, 5, 5), {}),                                          # two channel blocks
+    ((2, 8, 12, 12), (32, 4, 5, 5), {"group": 2}),
+    ((1, 3, 10, 30), (16, 3, 5, 5), {"pads": [1, 1, 1, 1], "dilations": [1, 2]}),  # 3 row chunks
+    ((1, 2, 9, 9), (15, 2, 4, 4), {"pads": [0, 2, 1, 0]}),                        # 15 of 16 channels
+])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_conv_direct_channel_blocks(xs, ws, attrs):
+    """Weights prepacked in blocks of 16 output channels, positions of a row in registers."""
+    x, w, b = rand(xs), rand(ws), rand((ws[0],))
+    if "dilations" not in attrs:   # onnx.reference dilates with zero taps: 0 * NaN spreads
+        x[0, 0, 3, 3], x[0, -1, -2, -1] = np.nan, np.inf
+    m = make_node_model("Conv", {"x": x}, attrs, initializers={"w": w, "b": b})
+    assert conv_kinds(m, chan=True) == [("direct", True)]
     with poisoned():
         check(m, {"x": x}, **tol(np.float32, int(np.prod(ws[1:]))))
 

@@ -205,7 +205,13 @@ class Conv(OpSpec):
         xp_bytes, yw_bytes = 4 * (g["Cg"] * PH * PW + slack), 4 * g["Mg"] * ldy
         if 2 * OW < PW or g["Mg"] * ldy * K > DIRECT_MAX_MACS or xp_bytes + yw_bytes > DIRECT_MAX_BYTES:
             return None
-        return {"PH": PH, "PW": PW, "Q": Q, "slack": slack, "xp_bytes": xp_bytes, "yw_bytes": yw_bytes}
+        # channel blocks of 16 (onnxc_conv_direct_c, weights prepacked) when they compute
+        # clearly less than the wide positions do
+        Mp = -(-g["Mg"] // 16) * 16
+        chan_ok = Mp * OH * OW < 0.85 * g["Mg"] * Q and node.inputs[0].etype == D["float"]
+        pre = node.attrs.get("_prepacked_direct")
+        return {"PH": PH, "PW": PW, "Q": Q, "slack": slack, "xp_bytes": xp_bytes, "yw_bytes": yw_bytes,
+                "chan_ok": chan_ok, "chan": bool(chan_ok and pre), "wc_stride": Mp * K}
 
     def scratch(self, node):
         return self.params(node)["end"]

@@ -138,10 +138,32 @@ def _rnn_strips(graph: Graph, node, next_id: int) -> int:
     return next_id
 
 
+def _direct_blocks(graph: Graph, node, next_id: int) -> int:
+    """Conv on the direct kernel, channel-vectorised variant: W (G, Mg, K) as
+    [g][block of 16 output channels][K][16], channels past Mg zero (input 4)."""
+    from ..ops import lookup
+    w = node.inputs[1]
+    if not _const_float(w) or len(node.inputs) > 4 or node.attrs.get("_prepacked") is not None:
+        return next_id
+    p = lookup(node).params(node)
+    if p["kind"] != "direct" or not p["direct"]["chan_ok"]:
+        return next_id
+    G, Mg, K = p["G"], p["Mg"], p["K"]
+    Mp = -(-Mg // 16) * 16
+    wm = np.zeros((G, Mp, K), np.float32)
+    wm[:, :Mg] = np.asarray(w.const, np.float32).reshape(G, Mg, K)
+    data = wm.reshape(G, Mp // 16, 16, K).transpose(0, 1, 3, 2).reshape(-1)
+    next_id = _add_input(graph, node, 4, f"{w.name} (channel blocks)", np.ascontiguousarray(data), next_id)
+    node.attrs["_prepacked_direct"] = True    # the plain W stays: builds without vectors use it
+    return next_id
+
+
 def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     from ..ops import lookup
     next_id = max((v.id for v in graph.values), default=-1) + 1
     for node in graph.nodes:
+        if node.op_type in ("Conv", "FusedConv") and not node.attrs.get("_prepacked_direct"):
+            next_id = _direct_blocks(graph, node, next_id)
         if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
                 and not node.attrs.get("_prepacked_rnn"):
             next_id = _rnn_strips(graph, node, next_id)
@@ -151,7 +173,8 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
         return graph
     MR, NR = block
     for node in graph.nodes:
-        if node.op_type not in ("Conv", "FusedConv") or node.attrs.get("_prepacked") is not None:
+        if node.op_type not in ("Conv", "FusedConv") or node.attrs.get("_prepacked") is not None \
+                or node.attrs.get("_prepacked_direct"):
             continue
         w = node.inputs[1]
         if w.const is None or w.is_input or w.etype.name != "float" or node.inputs[0].etype.name != "float":
