@@ -53,7 +53,8 @@
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r)                                   \
         _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[s][r][v] = (onnxc_vf){0};     \
         int64_t k = 0;                                                                         \
-        for (; k + KS <= K; k += KS) {                                                         \
+        const int64_t kend = K / KS * KS;                                                      \
+        for (; k < kend; k += KS) {                                                            \
             _Pragma("GCC unroll 4") for (int s = 0; s < KS; ++s) {                             \
                 const float *b = B + (k + s) * ldb;                                            \
                 onnxc_vf bv[NV];                                                               \
@@ -128,7 +129,7 @@ ONNXC_GEMM_INL void onnxc__sgemv_kn_cols(int64_t M, int64_t j0, int64_t j1, int6
             break;                                   /* a partial vector past B's row: scalar */
         const int64_t nc = rem < nv * VL ? rem : nv * VL;
         int64_t i = 0;
-        for (; i + ONNXC__GEMV_RB <= M; i += ONNXC__GEMV_RB) {
+        for (const int64_t mend = M / ONNXC__GEMV_RB * ONNXC__GEMV_RB; i < mend; i += ONNXC__GEMV_RB) {
             const float *a = A + i * lda;
             float *c = C + i * ldc + j;
             if (nv == 4 || nv == 8)

@@ -361,3 +361,78 @@ def test_pool_interior(op, attrs):
         else:
             want = ((0 + (0 + win[..., 0] + win[..., 1])) + (0 + win[..., 2] + win[..., 3])) / np.float32(4)
         np.testing.assert_array_equal(got, want)
+
+
+CONV_TEST_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "onnxc_conv.h"
+static float *rd(FILE *f, int64_t n) { float *p = malloc(sizeof(float) * (n + 1)); if (fread(p, sizeof(float), n, f) != (size_t)n) exit(2); return p; }
+int main(int argc, char **argv)
+{
+    FILE *f = fopen(argv[1], "rb");
+    int64_t h[12];
+    if (fread(h, sizeof h, 1, f) != 1) return 2;
+    const int64_t M = h[0], C = h[1], IH = h[2], IW = h[3], KH = h[4], KW = h[5], DH = h[6], DW = h[7];
+    const int64_t pt = h[8], pl = h[9], OH = h[10], OW = h[11];
+    const int64_t PH = OH + (KH - 1) * DH, PW = OW + (KW - 1) * DW, Q = OH * PW, ldy = ONNXC_CONV_WIDE(Q);
+    const int64_t Mp = (M + 15) / 16 * 16, K = C * KH * KW, slack = ldy - Q + PW - OW + 64;
+    float *x = rd(f, C * IH * IW), *w = rd(f, M * K), *wc = rd(f, Mp * K);
+    float *xp = malloc(sizeof(float) * (C * PH * PW + slack)), *yw = malloc(sizeof(float) * M * ldy);
+    FILE *o = fopen(argv[2], "wb");
+    onnxc_conv_pad(x, C, IH, IW, PH, PW, pt, pl, xp, slack);
+    for (int variant = 0; variant < 2; ++variant) {
+        if (variant == 0)
+            onnxc_conv_direct(M, C, KH, KW, PH, PW, DH, DW, Q, xp, w, yw);
+        else
+            onnxc_conv_direct_c(M, C, KH, KW, PH, PW, DH, DW, OH, OW, xp, wc, yw, ldy);
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t oh = 0; oh < OH; ++oh)
+                fwrite(yw + m * ldy + oh * PW, sizeof(float), OW, o);
+    }
+    fclose(o);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [["-march=native"], ["-mtune=generic"], ["-mavx2", "-mfma"],
+                                   ["-DONNXC_GEMM_PLAIN_C"]])
+def test_conv_direct_kernels_every_isa(flags, tmp_path):
+    """onnxc_conv_direct (wide positions) and onnxc_conv_direct_c (channel blocks) with every
+    vector width: channel counts around the tiles (6/4/2/1, 16), row chunks, pads, dilation."""
+    import subprocess
+    from onnxc import build
+    from onnxc.resources import runtime_dir
+    tc = build.toolchain()
+    base = [f for f in tc.flags if not f.startswith(("-march", "-mtune"))]
+    (tmp_path / "c.c").write_text(CONV_TEST_C)
+    res = subprocess.run([tc.cc, *base, *flags, "-I", str(runtime_dir()), "c.c", "-o", "c", "-lm"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    if res.returncode != 0 and "-mavx2" in flags:
+        pytest.skip("no AVX2 compiler support")
+    assert res.returncode == 0, res.stderr
+    for M, C, IH, IW, KH, KW, DH, DW, pads in [(6, 1, 28, 28, 5, 5, 1, 1, (2, 2, 2, 2)), (16, 6, 14, 14, 5, 5, 1, 1, (0,) * 4),
+                                               (13, 3, 9, 30, 3, 3, 2, 1, (1, 0, 2, 3)), (1, 2, 5, 40, 1, 3, 1, 2, (0,) * 4),
+                                               (33, 4, 7, 7, 3, 3, 1, 1, (1, 1, 1, 1)), (3, 5, 1, 70, 1, 5, 1, 1, (0, 2, 0, 2))]:
+        OH, OW = IH + pads[0] + pads[2] - (KH - 1) * DH, IW + pads[1] + pads[3] - (KW - 1) * DW
+        x, w = rand((C, IH, IW)), rand((M, C, KH, KW))
+        Mp = -(-M // 16) * 16
+        wp = np.zeros((Mp, C * KH * KW), np.float32)
+        wp[:M] = w.reshape(M, -1)
+        wc = wp.reshape(Mp // 16, 16, -1).transpose(0, 2, 1)
+        with open(tmp_path / "in.bin", "wb") as fh:
+            fh.write(np.array([M, C, IH, IW, KH, KW, DH, DW, pads[0], pads[1], OH, OW], np.int64).tobytes())
+            for arr in (x, w, wc):
+                fh.write(np.ascontiguousarray(arr, np.float32).tobytes())
+        run = subprocess.run([str(tmp_path / "c"), "in.bin", "out.bin"], cwd=tmp_path, capture_output=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        out = np.fromfile(tmp_path / "out.bin", np.float32).reshape(2, M, OH, OW)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+        want = np.zeros((M, OH, OW))
+        for kh in range(KH):
+            for kw in range(KW):
+                want += np.einsum("mc,chw->mhw", w[:, :, kh, kw],
+                                  xp[:, kh * DH:kh * DH + OH, kw * DW:kw * DW + OW])
+        for got in out:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * (C * KH * KW) ** 0.5)

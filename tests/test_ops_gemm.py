@@ -450,3 +450,64 @@ def test_gemv_strips_layout():
     assert (s[:3 * 128].reshape(3, 128) == b[:, :128]).all()
     tail = s[3 * 128:].reshape(3, 32)
     assert (tail[:, :22] == b[:, 128:]).all() and (tail[:, 22:] == 0).all()
+
+
+GEMV_TEST_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "onnxc_gemv.h"
+static float *rd(FILE *f, int64_t n) { float *p = malloc(sizeof(float) * (n + 1)); if (fread(p, sizeof(float), n, f) != (size_t)n) exit(2); return p; }
+int main(int argc, char **argv)
+{
+    FILE *f = fopen(argv[1], "rb");
+    int64_t h[4];
+    float ab[2];
+    if (fread(h, sizeof h, 1, f) != 1 || fread(ab, sizeof ab, 1, f) != 1) return 2;
+    const int64_t M = h[0], N = h[1], K = h[2];
+    float *A = rd(f, M * K), *Bs = rd(f, ONNXC_GEMV_STRIPS_FLOATS(N, K)), *B = rd(f, K * N);
+    float *C = rd(f, M * N), *C2 = malloc(sizeof(float) * (M * N + 1));
+    memcpy(C2, C, sizeof(float) * M * N);
+    onnxc_sgemv_strips(M, N, K, ab[0], A, K, Bs, ab[1], C, N, (int)h[3]);
+    onnxc_sgemv_kn(M, N, K, ab[0], A, K, B, N, N, ab[1], C2, N, (int)h[3]);
+    FILE *o = fopen(argv[2], "wb");
+    fwrite(C, sizeof(float), M * N, o);
+    fwrite(C2, sizeof(float), M * N, o);
+    fclose(o);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [["-march=native"], ["-mtune=generic"], ["-mavx2", "-mfma"],
+                                   ["-DONNXC_GEMM_PLAIN_C"]])
+def test_gemv_kernels_every_isa(flags, tmp_path):
+    """onnxc_sgemv_strips / onnxc_sgemv_kn with every vector width (AVX-512, SSE, AVX2, plain
+    C): tails of every size, row groups, alpha/beta (beta = 0 over NaN), K = 0, 2 threads."""
+    import subprocess
+    from onnxc import build
+    from onnxc.passes.prepack import gemv_strips
+    from onnxc.resources import runtime_dir
+    tc = build.toolchain()
+    base = [f for f in tc.flags if not f.startswith(("-march", "-mtune"))]
+    (tmp_path / "g.c").write_text(GEMV_TEST_C)
+    res = subprocess.run([tc.cc, *base, *flags, "-I", str(runtime_dir()), "g.c", "-o", "g", "-lm"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    if res.returncode != 0 and "-mavx2" in flags:
+        pytest.skip("no AVX2 compiler support")
+    assert res.returncode == 0, res.stderr
+    for M, N, K, alpha, beta, nt in [(1, 512, 784, 1.0, 0.0, 1), (7, 130, 33, 0.5, 1.5, 1), (13, 17, 5, 1.0, 1.0, 2),
+                                     (6, 1, 1, 2.0, 0.0, 1), (3, 40, 0, 1.0, 0.5, 1), (4, 1100, 1024, 1.0, 1.0, 2),
+                                     (1, 255, 129, -1.0, 0.0, 1), (12, 64, 48, 1.0, 0.0, 1)]:
+        a, b, c = rand((M, K)), rand((K, N)), rand((M, N))
+        if beta == 0.0:
+            c[:] = np.nan
+        with open(tmp_path / "in.bin", "wb") as fh:
+            fh.write(np.array([M, N, K, nt], np.int64).tobytes() + np.array([alpha, beta], np.float32).tobytes())
+            for arr in (a, gemv_strips(b), b, c):
+                fh.write(np.ascontiguousarray(arr, np.float32).tobytes())
+        run = subprocess.run([str(tmp_path / "g"), "in.bin", "out.bin"], cwd=tmp_path, capture_output=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        out = np.fromfile(tmp_path / "out.bin", np.float32).reshape(2, M, N)
+        want = alpha * (a.astype(np.float64) @ b) + (beta * c if beta != 0.0 else 0.0)
+        for got in out:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, K) ** 0.5)
