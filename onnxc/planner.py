@@ -204,6 +204,7 @@ def _symbols(d: Dim) -> set:
 def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     order = sorted(blocks, key=lambda b: (-evaluate(b.size, hint), b.start, b.key))
     placed: list[Block] = []
+    top: Dim = 0      # the sizes placed so far, summed: every placed block ends at or below it
     for b in order:
         live = [p for p in placed if p.start <= b.end and b.start <= p.end]
         cands = sorted({0, *[p.offset + p.size for p in live]}, key=lambda c: (evaluate(c, hint), repr(c)))
@@ -213,12 +214,38 @@ def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
                 chosen = c
                 break
         if chosen is None:  # above every block it overlaps: valid for all symbol values
-            chosen = 0
-            for p in live:
-                chosen = dmax(chosen, p.offset + p.size)
+            chosen = _above([p.offset + p.size for p in live], top)
         b.offset = chosen
+        top = top + b.size
         placed.append(b)
-    arena: Dim = 0
-    for b in placed:
-        arena = dmax(arena, b.offset + b.size)
-    return arena
+    return _above([b.offset + b.size for b in placed], top)
+
+
+def _above(ends: list[Dim], top: Dim) -> Dim:
+    """The max of ends (each <= top), kept shallow: a max of max of ... in several run-time dims
+    grows exponentially as later offsets nest it again, so past MAX_NESTING the bound is top (no
+    reuse above it, but a polynomial)."""
+    out: Dim = 0
+    for e in ends:
+        out = dmax(out, e)
+        if _max_depth(out) > MAX_NESTING:
+            return top
+    return out
+
+
+MAX_NESTING = 3
+
+
+def _max_depth(d: Dim, limit: int = MAX_NESTING + 1) -> int:
+    """How deeply max() atoms nest in d, counted up to limit."""
+    if isinstance(d, int) or limit == 0:
+        return 0
+    deepest = 0
+    for a in d.atoms():
+        if a[0] == "max":
+            deepest = max(deepest, 1 + max(_max_depth(x, limit - 1) for x in a[1:]))
+        elif a[0] != "sym":
+            deepest = max(deepest, max(_max_depth(x, limit) for x in a[1:]))
+        if deepest >= limit:
+            return deepest
+    return deepest

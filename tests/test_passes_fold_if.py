@@ -218,3 +218,29 @@ def test_non_scalar_condition_left_to_if():
                [helper.make_tensor("c", TensorProto.BOOL, [2], [True, False]),
                 helper.make_tensor("w", F, [3], [1, 2, 3])])
     assert ops(after(m, 1)) == {"If": 1}
+
+
+def test_planner_with_many_independent_run_time_dims_stays_fast_and_valid():
+    """What the inlined AffineGrid expansion gives the planner: many blocks sized by several
+    independent run-time dims. Offsets must stay small expressions (they nested max() atoms
+    exponentially before) and never overlap, whatever the dims."""
+    import time
+
+    from onnxc.planner import Block, _place
+    from onnxc.symbolic import evaluate, sym
+    syms = [sym(s) for s in ("N", "D", "H", "W")]
+    blocks = []
+    for k in range(60):
+        a, b = syms[k % 4], syms[(k * 7 + 1) % 4]
+        size = 64 * (a * b if k % 3 else a) + 64 * (k % 5)
+        blocks.append(Block(f"g{k}", size, k // 2, k // 2 + 1 + k % 4))
+    t0 = time.perf_counter()
+    arena = _place(blocks, {"N": 16, "D": 16, "H": 16, "W": 16})
+    assert time.perf_counter() - t0 < 10
+    for env in ({"N": 1, "D": 7, "H": 0, "W": 3}, {"N": 40, "D": 1, "H": 5, "W": 100}):
+        spans = [(evaluate(b.offset, env), evaluate(b.offset + b.size, env), b) for b in blocks]
+        for lo, hi, b in spans:
+            assert 0 <= lo and hi <= evaluate(arena, env)
+            for lo2, hi2, b2 in spans:
+                if b2 is not b and b.start <= b2.end and b2.start <= b.end:
+                    assert hi <= lo2 or hi2 <= lo
