@@ -18,7 +18,7 @@ from ..passes import PRIVATE_DOMAIN
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import dim_repr, product
 from .common import attr_enum, attr_ints, fail
-from .gemm import (EPILOGUE_HEADERS, LOWP, check_type, epilogue, gemm_kernel, lowp_buffers, residual_inplace,
+from .gemm import (EPILOGUE_HEADERS, LOWP, SGEMM_KC, check_type, epilogue, gemm_kernel, lowp_buffers, residual_inplace,
                    sgemm_work_bytes, sgemm_wpack_bytes)
 from .registry import OpSpec, register
 
@@ -191,7 +191,8 @@ class Conv(OpSpec):
         """runtime_c/onnxc_conv.h's direct kernel for small stride-1 2-D/1-D layers (LeNet's):
         the sizes of its padded input planes and wide output, or None. Rule: at most
         DIRECT_MAX_MACS multiply-adds per image and group on wide positions, at least half of
-        them real outputs, at most DIRECT_MAX_BYTES of buffers (they stay in L2)."""
+        them real outputs, at most DIRECT_MAX_BYTES of buffers (they stay in L2), sums of at most
+        SGEMM_KC products (the SGEMM's depth blocks: no larger rounding error than it has)."""
         if kind != "im2col" or node.inputs[0].etype == D["double"] or node.attrs.get("_prepacked"):
             return None
         if g["I"][0] != 1 or g["KS"][0] != 1 or g["S"] != [1, 1, 1]:
@@ -201,6 +202,8 @@ class Conv(OpSpec):
         Q = OH * PW
         ldy = -(-Q // DIRECT_QB) * DIRECT_QB
         K = g["Cg"] * KH * KW
+        if K > SGEMM_KC:   # one accumulator per output: no deeper sums than a SGEMM depth block
+            return None
         slack = ldy - Q + PW - OW + DIRECT_QB
         xp_bytes, yw_bytes = 4 * (g["Cg"] * PH * PW + slack), 4 * g["Mg"] * ldy
         if 2 * OW < PW or g["Mg"] * ldy * K > DIRECT_MAX_MACS or xp_bytes + yw_bytes > DIRECT_MAX_BYTES:
