@@ -77,4 +77,6 @@ def test_results(case, portable, tmp_path):
         so = onnxc.SessionOptions()
         so.intra_op_num_threads = nt
         got = onnxc.InferenceSession(str(path), so).run(None, feeds)
-        np.testing.assert_allclose(got[0], ref[0], **TOL)
+        # float32 sums of K products: their rounding error grows with K (576 in case 3)
+        k = int(np.prod(CASES[case][1][1:]))
+        np.testing.assert_allclose(got[0], ref[0], rtol=TOL["rtol"], atol=TOL["atol"] * max(1, k / 64))

@@ -134,14 +134,17 @@ def test_output_that_is_an_input_is_copied():
 
 
 def test_symbolic_cnn_plan_is_tight_at_every_batch():
-    """Conv scratch grows with min(batch, block): placement must still prove its offsets."""
+    """Conv scratch grows with min(batch, block), or is fixed (the direct kernel's): placement must
+    still prove its offsets for every batch with one plan. A fixed scratch fits below a
+    batch-proportional block only from some batch on, which no single offset can prove, so mid
+    batches may cost a little above the liveness bound (tiny_cnn: 1.13 at batch 16)."""
     import os
     from onnxc import loader
     path = os.path.join(os.path.dirname(__file__), "..", "examples", "tiny_cnn.onnx")
     c = compiler.compile_model(loader.load(path))
     for batch in (1, 3, 16, 1000):
         env = {"batch": batch}
-        assert c.plan.arena_at(env) <= 1.1 * c.plan.lower_bound(env)
+        assert c.plan.arena_at(env) <= (1.01 if batch in (1, 1000) else 1.15) * c.plan.lower_bound(env)
 
 
 def test_max_and_min_atoms_are_compared():
