@@ -369,3 +369,80 @@ def test_examples_run(script, tmp_path):
     if script == "run_example.py":
         assert "all outputs match" in r.stdout and "max |onnxc - reference|" in r.stdout
     assert list(tmp_path.iterdir()) == []        # nothing written outside temp folders
+
+
+HEAP_MAIN_C = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "model.h"
+
+int main(void)
+{
+    static const float x[] = { 3, -1, 4, -1, 5, -9, 2, 6 };
+    int64_t dims[%(nsyms)d] = { 0 };
+    dims[0] = 8;
+    void *inputs[1] = { (void *)x };
+    void *outputs[1] = { NULL };
+    if (onnxc_resolve(inputs, dims) != 0) return 3;
+    dims[%(hk)d] = 0;                        /* no heap at first: the run says how much it needs */
+    int rc, tries = 0;
+    unsigned char *raw = NULL;
+    do {
+        free(raw);
+        int64_t nb = onnxc_arena_bytes(dims);
+        raw = (unsigned char *)malloc((size_t)nb + 64);
+        if (!raw) return 2;
+        void *arena = raw + ((64 - (uintptr_t)raw %% 64) %% 64);
+        rc = onnxc_run(inputs, outputs, dims, arena, 1);
+        /* rc %% 256 == 4: dims[heap] now holds the bytes the run needs: run again with them */
+    } while (rc %% 256 == 4 && ++tries < 40);
+    int64_t shape[1];
+    onnxc_output_shapes(dims, shape);
+    printf("rc %%d tries %%d n %%lld\n", rc, tries, (long long)shape[0]);
+    for (int64_t i = 0; i < shape[0]; ++i) printf("%%.9g\n", ((const float *)outputs[0])[i]);
+    free(raw);
+    return rc;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_emit_c_heap_model_runs_standalone(tmp_path):
+    """A Slice whose end the model computes: its output lives on the run's heap, sized while running;
+    firmware C grows the arena when the run asks and gets the output as a pointer (no malloc inside)."""
+    import onnx
+    from onnx import TensorProto as TP, helper as hp
+    # e = how many x are > 0, computed by the model: the Slice's length is known only while it runs
+    g = hp.make_graph([hp.make_node("Greater", ["x", "fzero"], ["pos"]),
+                       hp.make_node("Cast", ["pos"], ["posi"], to=TP.INT64),
+                       hp.make_node("ReduceSum", ["posi", "axes"], ["e"], keepdims=1),
+                       hp.make_node("Slice", ["x", "zero", "e"], ["s"]),
+                       hp.make_node("Relu", ["s"], ["y"])], "g",
+                      [hp.make_tensor_value_info("x", TP.FLOAT, ["L"])],
+                      [hp.make_tensor_value_info("y", TP.FLOAT, None)],
+                      [hp.make_tensor("zero", TP.INT64, [1], [0]), hp.make_tensor("axes", TP.INT64, [1], [0]),
+                       hp.make_tensor("fzero", TP.FLOAT, [], [0.0])])
+    model = tmp_path / "heap.onnx"
+    onnx.save(hp.make_model(g, opset_imports=[hp.make_opsetid("", 18)]), model)
+    out = tmp_path / "fw"
+    onnxc("build", model, "--emit-c", out)
+    cc = subprocess.run(["gcc", "-std=c99", "-pedantic", "-Wall", "-Werror", "-c", "model.c", "-o", "model.o"],
+                        cwd=out, capture_output=True, text=True)
+    assert cc.returncode == 0 and cc.stderr == "", cc.stderr
+    src = (out / "model.c").read_text()
+    # the dims layout, from the library's self-description
+    import onnxc as rt
+    lib_meta = rt.InferenceSession(str(model))._lib.meta
+    hk, nsyms = lib_meta["heap_symbol"], len(lib_meta["symbols"])
+    assert lib_meta["outputs"][0].get("heap") and "malloc" not in src
+    (out / "main.c").write_text(HEAP_MAIN_C % {"nsyms": nsyms, "hk": hk})
+    link = subprocess.run(["gcc", "-std=c99", "-Wall", "-I.", "main.c", "model.o", "-lm", "-o", "main"],
+                          cwd=out, capture_output=True, text=True)
+    assert link.returncode == 0, link.stderr
+    run = subprocess.run([str(out / "main")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = [ln for ln in run.stdout.split("\n") if ln]
+    assert lines[0].startswith("rc 0 tries ") and lines[0].endswith(" n 5")
+    assert int(lines[0].split()[3]) == 1                   # one retry, with the size the run asked for
+    assert [float(v) for v in lines[1:]] == [3, 0, 4, 0, 5]
