@@ -4,7 +4,6 @@ whitespace, stopwords at any position, everything removed, 2-D inputs, broadcast
 dims, outputs larger than the first heap (the session grows it and runs again)."""
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from onnx.reference import ReferenceEvaluator
 
 import onnxc
 from onnxc.errors import InvalidGraph
+from util import poisoned
 
 
 ALPHABET = (list("abcxyzABCXYZ019-.,' ") + [" ", " ", "\t", "\n", "\x1c", "\x85", "\xa0", "\u2003", "\u3000",
@@ -53,29 +53,10 @@ def _same(ref, got):
             np.testing.assert_array_equal(g, r)
 
 
-@contextlib.contextmanager
-def _poisoned():
-    """util.poisoned for numeric buffers (pointer arrays, arenas); object arrays stay as numpy
-    makes them (their bytes are references)."""
-    real = np.empty
-
-    def empty(shape, dtype=float, *a, **k):
-        arr = real(shape, dtype, *a, **k)
-        if arr.dtype != object:
-            arr.reshape(-1).view(np.uint8).fill(0xA5)
-        return arr
-
-    np.empty = empty
-    try:
-        yield
-    finally:
-        np.empty = real
-
-
 def _check(model, feeds, sess=None):
     ref = ReferenceEvaluator(model).run(None, feeds)
     sess = sess or onnxc.InferenceSession(model.SerializeToString())
-    with _poisoned():
+    with poisoned():
         got = sess.run(None, feeds)
     _same(ref, got)
     return sess

@@ -84,12 +84,14 @@ def check(model, feeds, rtol=1e-5, atol=1e-6):
 
 @contextlib.contextmanager
 def poisoned():
-    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails."""
+    """Fresh numpy buffers (outputs, arenas) start as garbage, so an unwritten element fails.
+    Object arrays (strings) stay as numpy makes them: their bytes are references."""
     real = np.empty
 
     def empty(shape, dtype=float, *a, **k):
         arr = real(shape, dtype, *a, **k)
-        arr.reshape(-1).view(np.uint8).fill(0xA5)
+        if arr.dtype != object:
+            arr.reshape(-1).view(np.uint8).fill(0xA5)
         return arr
 
     np.empty = empty
