@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, fastcall
 from .errors import BindingError, Error, Fail, InvalidArgument
 from .errors import NotImplemented as OrtNotImplemented
 from .iobinding import IOBinding
@@ -113,6 +113,7 @@ class InferenceSession:
         else:
             lib_path = _build(src, o, kwargs.get("cache_dir"))
         self._model_path = os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
+        self._cache_dir = kwargs.get("cache_dir")
         self._lib = Library(lib_path)
         self._init_from_library()
 
@@ -216,6 +217,14 @@ class InferenceSession:
         if run_options is not None and run_options.terminate:
             raise Fail("Exiting due to terminate flag being set to true.")
         if self._fast is not None and type(input_feed) is dict:
+            if self._cstate is not None and self._run_fn is self._raw_run:
+                outs = self._crun(self._cstate, input_feed)     # all in C: onnxc/fastcall.py
+                if type(outs) is list:
+                    if self._c_post:
+                        outs = self._ml_outputs(outs)
+                    return outs if not output_names else [outs[j] for j in self._selection(output_names)]
+                if outs is not None:
+                    raise self._lib.run_error(outs)
             sel = self._selection(output_names) if output_names else None
             outs = self._run_fast(input_feed)
             if outs is not None:
@@ -473,6 +482,15 @@ class InferenceSession:
         # becomes dicts directly; others (strings) take _ml_outputs
         self._fast_zip = zips if self._ml_out and len(zips) == len(self._ml_out) else None
         self._run_fast = self._make_fast() if plain else None
+        self._raw_run = self._run_fn if self._profiler is None else None
+        self._cplans: dict = {}
+        fc = fastcall.module(self._cache_dir) if plain and len(self._specs) <= 64 and len(self._outputs) <= 64 else None
+        self._crun = fc.run if fc is not None else None
+        self._c_post = bool(self._ml_out) and self._fast_zip is None
+        self._cstate = None if fc is None else (
+            tuple(n for n, _ in self._fast), tuple(np.dtype(dt) for _, dt in self._fast), self._cplans,
+            int(self._ffi.cast("uintptr_t", self._ffi.addressof(self._clib, "onnxc_run"))), int(self._threads),
+            len(self._fast_absent), self._arenas, int(self._ffi.cast("uintptr_t", self._dummy)))
 
     def _fast_plan(self, key, arrays):
         """(output makers, C dims, arena bytes, ZipMap outputs) for these input shapes; None when
@@ -491,7 +509,13 @@ class InferenceSession:
                 zips.append((j, keys, shp[0] * shp[1], len(keys)))
         if len(self._fast_plans) >= _PLAN_CACHE:
             self._fast_plans.clear()
+            self._cplans.clear()
         plan = self._fast_plans[key] = (makers, cd, need, zips if self._fast_zip is not None else None)
+        if self._cstate is not None:      # the same plan for onnxc_fastcall.run: see its source
+            zip_keys = self._fast_zip or {}
+            outs = tuple((1, tuple(zip_keys[j]), shp[0], shp[1]) if j in zip_keys else (0, tuple(shp), np.dtype(dt))
+                         for j, (shp, dt) in enumerate(pairs))
+            self._cplans[key] = (outs, int(self._ffi.cast("uintptr_t", cd)), int(need), cd)
         return plan
 
     def _make_fast(self):
@@ -921,8 +945,9 @@ def _new_arena(ffi, nbytes: int) -> tuple:
     """(64-byte aligned pointer, bytes, owner) of a fresh arena."""
     raw = np.empty(nbytes + 64, np.uint8)
     p = ffi.cast("char *", ffi.from_buffer(raw))
-    off = -int(ffi.cast("uintptr_t", p)) % 64
-    return (p + off, nbytes, raw)
+    addr = int(ffi.cast("uintptr_t", p))
+    off = -addr % 64
+    return (p + off, nbytes, raw, addr + off)
 
 
 def _prefix(a: np.ndarray, shape: tuple) -> np.ndarray:
