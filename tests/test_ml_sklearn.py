@@ -113,7 +113,9 @@ def test_sklearn_model(name, tmp_path):
     ref_sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     name_in = sess.get_inputs()[0].name
     rng = np.random.default_rng(0)
-    Xt = np.concatenate([X[:50], rng.normal(0, 2, (30, X.shape[1])).astype(np.float32)])
+    edge = np.array(X[:6])             # NaN / inf in one feature, a row all NaN, huge values
+    edge[0, 0], edge[1, 1], edge[2, 2], edge[3, :], edge[4, :] = np.nan, np.inf, -np.inf, np.nan, 1e30
+    Xt = np.concatenate([X[:50], rng.normal(0, 2, (30, X.shape[1])).astype(np.float32), edge])
     for batch in (Xt, Xt[:1]):
         ref = ref_sess.run(None, {name_in: batch})
         got = sess.run(None, {name_in: batch})
