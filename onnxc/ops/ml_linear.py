@@ -164,7 +164,8 @@ class Binarizer(OpSpec):
     def params(self, node):
         x = node.inputs[0]
         cc = "double" if x.etype.c == "double" else "float"
-        return {"thr": c_number(np.float32(node.attr("threshold", 0.0)), cc), "work": product(x.shape)}
+        return {"thr": c_number(np.float32(node.attr("threshold", 0.0)), cc), "work": product(x.shape),
+                "floating": cc == x.etype.c}
 
     def inplace(self, node):
         return [(0, 0)]
@@ -178,31 +179,30 @@ class Imputer(OpSpec):
     headers = HEADERS
 
     def infer(self, node):
-        x = node.inputs[0]
-        if x.etype not in (dtypes.FLOAT, dtypes.INT64):
-            raise fail(node, f"input element type {x.etype.name} is not supported (float, int64)")
+        x = numeric_input(node)    # onnxruntime: float and int64; double and int32 as onnx.reference
         self.params(node)
         return [(x.etype, x.shape)]
 
     def params(self, node):
         x = node.inputs[0]
         f = x.shape[-1] if x.rank else 1
-        if x.etype == dtypes.FLOAT:
+        ct = x.etype.c
+        if ct in ("float", "double"):
             vals = floats(node, "imputed_value_floats")
             rep = float(np.float32(node.attr("replaced_value_float", 0.0)))
-            ct = "float"
-            rep_c = c_number(rep, "float")
+            rep_c = c_number(rep, ct)
         else:
             vals = ints(node, "imputed_value_int64s")
             rep = int(node.attr("replaced_value_int64", 0))
-            ct = "int64_t"
             rep_c = c_array([rep], "int64_t")
         if vals is None or not len(vals):
             raise fail(node, "imputed values are empty")
         if len(vals) != 1 and len(vals) != f:
             raise fail(node, f"{len(vals)} imputed values for {f} features")
+        if ct == "int32_t" and not all(-2**31 <= int(v) < 2**31 for v in vals):
+            raise fail(node, "attribute imputed_value_int64s holds values outside int32 for an int32 input")
         return {"f": f, "vals": c_array(vals, ct), "per": len(vals) != 1, "rep": rep_c,
-                "rep_nan": ct == "float" and rep != rep, "ct": ct, "n": product(x.shape[:-1]) if x.rank else 1,
+                "rep_nan": rep != rep, "ct": ct, "n": product(x.shape[:-1]) if x.rank else 1,
                 "work": product(x.shape)}
 
     def inplace(self, node):

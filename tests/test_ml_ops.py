@@ -1,0 +1,178 @@
+"""ai.onnx.ml operators one node at a time (Binarizer, Imputer, Scaler, Normalizer, LinearClassifier,
+LinearRegressor, SVMClassifier, SVMRegressor, ArrayFeatureExtractor, ZipMap) against onnxruntime on
+random rows plus NaN / +-inf / 1e30 rows, at batch > 1, 1 and 0 (and rank 1 where the op takes it),
+and against onnx.reference on the rows where that reference agrees with onnxruntime.
+
+onnxruntime is the behavioural reference: where onnx.reference differs, the case says so (REF_*).
+Tree ensembles are in test_ml_ops_trees.py (which reuses the helpers here).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP, helper as h
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+
+ort = pytest.importorskip("onnxruntime")
+
+NAN, INF = float("nan"), float("inf")
+F = 4
+NP = {TP.FLOAT: np.float32, TP.DOUBLE: np.float64, TP.INT64: np.int64, TP.INT32: np.int32, TP.STRING: object}
+POSTS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+FLOAT_SPECIAL = [[NAN, 0.5, -1, 2], [INF, 1, -2, 0.25], [-INF, 1, 2, 3], [1e30, -1, 0.5, 2],
+                 [-1e30, 1e30, 1, 1], [0, 0, 0, 0], [NAN] * 4, [-0.0, 0.3, INF, -INF], [-3, -1, -2, -0.5]]
+INT_SPECIAL = {np.int64: [[0, 0, 0, 0], [2**40, -2**40, 2**53 + 1, 7], [-5, -1, -2, -9]],
+               np.int32: [[0, 0, 0, 0], [2**31 - 1, -2**31, 2**24 + 1, 7], [-5, -1, -2, -9]]}
+
+
+# ---- helpers (also used by test_ml_ops_trees.py) ----------------------------------------------
+def ml_model(op, xtype, outs, f=F, rank=2, ml=3, inputs=None, **attrs):
+    """One ai.onnx.ml node reading X ([N, f], or [f] at rank 1); outs: (name, elem type) pairs, or
+    (name, TypeProto) for non-tensor outputs."""
+    shape = ["N", f] if rank == 2 else [f]
+    ins = [h.make_tensor_value_info("X", xtype, shape)] + (inputs or [])
+    node = h.make_node(op, [v.name for v in ins], [n for n, _ in outs], domain="ai.onnx.ml", **attrs)
+    ovi = [h.make_tensor_value_info(n, t, None) if isinstance(t, int) else h.make_value_info(n, t)
+           for n, t in outs]
+    g = h.make_graph([node], "g", ins, ovi)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("ai.onnx.ml", ml)])
+    m.ir_version = 9
+    return m
+
+
+def rows(dtype, f=F, n=6, seed=0):
+    """(x, n_random): n random rows, then the special rows (NaN, infinities, huge, zeros)."""
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        x = np.concatenate([rng.normal(0, 2, (n, f)), np.resize(FLOAT_SPECIAL, (len(FLOAT_SPECIAL), f))])
+    else:
+        x = np.concatenate([rng.integers(-9, 10, (n, f)), np.resize(INT_SPECIAL[dtype], (3, f))])
+    return x.astype(dtype), n
+
+
+def assert_same(got, exp, rtol=1e-5, atol=1e-6, what=""):
+    if isinstance(exp, list) and exp and isinstance(exp[0], dict):      # ZipMap
+        assert isinstance(got, list) and len(got) == len(exp), what
+        for g, e in zip(got, exp):
+            assert list(g) == list(e), what
+            np.testing.assert_allclose(list(g.values()), list(e.values()), rtol, atol, err_msg=what)
+        return
+    exp, got = np.asarray(exp), np.asarray(got)
+    if exp.dtype.kind in "USO":
+        assert got.tolist() == exp.tolist(), what
+        return
+    assert got.shape == exp.shape, (what, got.shape, exp.shape)
+    assert got.dtype == exp.dtype, (what, got.dtype, exp.dtype)
+    if exp.dtype.kind == "f":
+        np.testing.assert_allclose(got, exp, rtol, atol, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, exp, err_msg=what)
+
+
+def ort_session(model):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def check(model, x, n_ref=None, ref=True, rtol=1e-5, atol=1e-6, ref_tol=(1e-4, 1e-5), against_ort=True,
+          extra=None, batches=True):
+    """onnxc == onnxruntime on x, x[:1], x[:0]; onnxc == onnx.reference on x[:n_ref] (ref=False: the
+    reference differs or has no kernel). against_ort=False: onnxruntime has no kernel for this
+    input type, the reference alone decides (on every row). extra: other feeds."""
+    extra = extra or {}
+    sess = onnxc.InferenceSession(model.SerializeToString())
+    osess = ort_session(model) if against_ort else None
+    rank1 = len(model.graph.input[0].type.tensor_type.shape.dim) == 1
+    for b in ([x] if rank1 or not batches else [x, x[:1], x[:0]]):
+        feeds = {"X": b, **extra}
+        got = sess.run(None, feeds)
+        if osess is not None:
+            exp = osess.run(None, feeds)
+            for i, (g, e) in enumerate(zip(got, exp)):
+                assert_same(g, e, rtol, atol, f"output {i}, batch {len(b)}")
+    if ref and not rank1:        # the reference reads rank-1 inputs differently or not at all
+        xr = x if (n_ref is None or not against_ort) else x[:n_ref]
+        exp = ReferenceEvaluator(model).run(None, {"X": xr, **extra})
+        got = sess.run(None, {"X": xr, **extra})
+        for i, (g, e) in enumerate(zip(got, exp)):
+            e = np.asarray(e)
+            if e.dtype.kind in "fiu" and g.dtype.kind == "f":
+                e = e.astype(g.dtype)           # the reference keeps some input types (see REF_DTYPE)
+            assert_same(g, e.reshape(g.shape) if e.size == g.size else e, *ref_tol, f"reference, output {i}")
+    return sess
+
+
+def elem(t):
+    return NP[t]
+
+
+# ---- per-feature transforms --------------------------------------------------------------------
+TYPES = (TP.FLOAT, TP.DOUBLE, TP.INT64, TP.INT32)
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_binarizer(t):
+    x, n = rows(elem(t))
+    m = ml_model("Binarizer", t, [("Y", t)], threshold=0.5)
+    # onnxruntime has Binarizer for float only (the reference decides the other types) and fails
+    # the run on a NaN input (the reference gives 0): onnxc fails on NaN for float and double.
+    ok = ~np.isnan(x).any(axis=1) if x.dtype.kind == "f" else np.ones(len(x), bool)
+    check(m, x[ok], against_ort=t == TP.FLOAT)
+    if t in (TP.FLOAT, TP.DOUBLE):
+        raises_like_ort(m, x, against_ort=t == TP.FLOAT)
+    if t == TP.FLOAT:
+        check(ml_model("Binarizer", t, [("Y", t)], rank=1, threshold=-1.0), x[n + 1])
+
+
+def raises_like_ort(model, x, against_ort=True, extra=None):
+    feeds = {"X": x, **(extra or {})}
+    if against_ort:
+        with pytest.raises(Exception):
+            ort_session(model).run(None, feeds)
+    with pytest.raises(onnxc.errors.Fail):
+        onnxc.InferenceSession(model.SerializeToString()).run(None, feeds)
+
+
+@pytest.mark.parametrize("case", ["float_nan", "float_value", "float_one", "int64", "int64_one", "double",
+                                  "int32"])
+def test_imputer(case):
+    t = {"double": TP.DOUBLE, "int32": TP.INT32, "int64": TP.INT64, "int64_one": TP.INT64}.get(case, TP.FLOAT)
+    if t in (TP.FLOAT, TP.DOUBLE):
+        rep = {"float_value": 0.0, "double": -3.0}.get(case, NAN)
+        vals = [1.5] if case == "float_one" else [1.5, -2.0, 3.25, 1e30]
+        attrs = dict(imputed_value_floats=vals, replaced_value_float=rep)
+    else:
+        attrs = dict(imputed_value_int64s=[42] if case == "int64_one" else [1, 2, -3, 2**40 if case == "int64" else 5],
+                     replaced_value_int64=0 if case != "int32" else -5)
+    x, n = rows(elem(t))
+    # onnxruntime has Imputer for float and int64 only: double and int32 follow the reference
+    ours = t in (TP.FLOAT, TP.INT64)
+    check(ml_model("Imputer", t, [("Y", t)], **attrs), x, against_ort=ours)
+    if ours:
+        check(ml_model("Imputer", t, [("Y", t)], rank=1, **attrs), x[-4])
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("per_feature", [True, False])
+def test_scaler(t, per_feature):
+    x, n = rows(elem(t))
+    attrs = dict(offset=[0.5, -1.0, 2.0, 1e-3], scale=[2.0, 0.5, -3.0, 1e3]) if per_feature else \
+        dict(offset=[1.5], scale=[-0.25])
+    # REF_DTYPE: the reference returns integer inputs' type (truncated); the output is float
+    check(ml_model("Scaler", t, [("Y", TP.FLOAT)], **attrs), x, n, ref=t in (TP.FLOAT, TP.DOUBLE))
+    if per_feature and t == TP.FLOAT:
+        check(ml_model("Scaler", t, [("Y", TP.FLOAT)], rank=1, **attrs), x[3])
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer(t, norm):
+    x, n = rows(elem(t))
+    m = ml_model("Normalizer", t, [("Y", TP.FLOAT)], norm=norm)
+    # REF_NORM: the reference divides by max(|x|) (onnxruntime: max(x), from -FLT_MAX) and by
+    # max(norm, 1e-30) (onnxruntime: rows of norm 0 are copied), fails L2 on integers; onnxruntime
+    # squares (L2) and takes |x| (L1) in the input type, wrapping integers around (|INT_MIN| < 0).
+    check(m, x, n, ref=norm == "L1" or (norm == "L2" and t in (TP.FLOAT, TP.DOUBLE)))
+    if t in (TP.FLOAT, TP.INT32):
+        check(ml_model("Normalizer", t, [("Y", TP.FLOAT)], rank=1, norm=norm), x[0])
