@@ -176,3 +176,100 @@ def test_normalizer(t, norm):
     check(m, x, n, ref=norm == "L1" or (norm == "L2" and t in (TP.FLOAT, TP.DOUBLE)))
     if t in (TP.FLOAT, TP.INT32):
         check(ml_model("Normalizer", t, [("Y", TP.FLOAT)], rank=1, norm=norm), x[0])
+
+
+# ---- linear models -----------------------------------------------------------------------------
+def rnd(shape, seed, scale=1.0):
+    return (np.random.default_rng(seed).normal(0, scale, shape)).astype(np.float32).reshape(-1).tolist()
+
+
+def labels_attr(prefix, c, kind):
+    """kind 'int' (non-contiguous ids) or 'str' (one non-ASCII, one C-comment-like)."""
+    if kind == "int":
+        return {f"{prefix}_ints" if prefix else "classlabels_int64s": [7, -3, 12, 0, 5][:c]}
+    return {f"{prefix}_strings": ["cat", "émeu", "*/x", "dog", ""][:c]}
+
+
+def label_type(kind):
+    return TP.INT64 if kind == "int" else TP.STRING
+
+
+LINCLS = [(post, shape, kind) for post in POSTS for shape in ("multi", "binary") for kind in ("int", "str")] + \
+    [("NONE", "two_rows", "int"), ("LOGISTIC", "two_rows", "str"),
+     ("SOFTMAX", "multi_noicpt", "int")]
+# onnxruntime (not onnxc) rejects one coefficient row with other than 2 labels, and missing intercepts
+
+
+@pytest.mark.parametrize("post,shape,kind", LINCLS)
+def test_linear_classifier(post, shape, kind):
+    c = {"multi": 3, "multi_noicpt": 3, "binary": 1, "two_rows": 2}[shape]
+    attrs = dict(coefficients=rnd((c, F), 1), post_transform=post, **labels_attr("classlabels", max(c, 2), kind))
+    if shape != "multi_noicpt":
+        attrs["intercepts"] = rnd(c, 2)
+    m = ml_model("LinearClassifier", TP.FLOAT, [("L", label_type(kind)), ("S", TP.FLOAT)], **attrs)
+    x, n = rows(np.float32)
+    if post == "PROBIT" and shape == "binary":
+        return binary_probit(m, x)
+    if shape == "multi_noicpt":     # as onnxruntime with zero intercepts (it requires them; so does the reference)
+        mz = ml_model("LinearClassifier", TP.FLOAT, [("L", TP.INT64), ("S", TP.FLOAT)], intercepts=[0.0] * c, **attrs)
+        for g, e in zip(onnxc.InferenceSession(m.SerializeToString()).run(None, {"X": x}),
+                        ort_session(mz).run(None, {"X": x})):
+            assert_same(g, e)
+        return
+    # REF_BINARY: with one coefficient row the reference writes [-s, s] and labels by s >= 0
+    # (onnxruntime: [1 - s, s], LOGISTIC [1 - logistic(s), logistic(s)]) and fails on string labels.
+    # Multiclass scores and labels agree.
+    check(m, x, n, ref=shape in ("multi", "two_rows") and post != "PROBIT")
+    if shape == "multi" and kind == "int":
+        check(ml_model("LinearClassifier", TP.FLOAT, [("L", TP.INT64), ("S", TP.FLOAT)], rank=1, **attrs), x[2])
+
+
+def binary_probit(m, x):
+    """One score under PROBIT: onnxruntime transforms the packed scores and never expands them, so
+    its [N, 2] output holds probit(s) of row 0 in [0, 0] and its buffer's garbage elsewhere. onnxc
+    writes [probit(s), 0] on every row: compare labels, and column 0 row by row at batch 1."""
+    got = onnxc.InferenceSession(m.SerializeToString()).run(None, {"X": x})
+    osess = ort_session(m)
+    assert_same(got[0], osess.run(None, {"X": x})[0])
+    col0 = np.array([osess.run(None, {"X": x[i:i + 1]})[1][0, 0] for i in range(len(x))], np.float32)
+    assert_same(got[1][:, 0], col0)
+    assert (got[1][:, 1] == 0).all()
+
+
+@pytest.mark.parametrize("t", [TP.DOUBLE, TP.INT64, TP.INT32])
+@pytest.mark.parametrize("shape", ["multi", "binary"])
+def test_linear_classifier_types(t, shape):
+    c = 3 if shape == "multi" else 1
+    attrs = dict(coefficients=rnd((c, F), 3), intercepts=rnd(c, 4), classlabels_ints=[1, 2, 3][:max(c, 2)],
+                 post_transform="LOGISTIC")
+    x, n = rows(elem(t))
+    check(ml_model("LinearClassifier", t, [("L", TP.INT64), ("S", TP.FLOAT)], **attrs), x, n, ref=c > 1)
+
+
+@pytest.mark.parametrize("post", POSTS)
+@pytest.mark.parametrize("targets", [1, 3])
+def test_linear_regressor(post, targets):
+    attrs = dict(coefficients=rnd((targets, F), 5), intercepts=rnd(targets, 6), targets=targets,
+                 post_transform=post)
+    m = ml_model("LinearRegressor", TP.FLOAT, [("Y", TP.FLOAT)], **attrs)
+    x, n = rows(np.float32)
+    check(m, x, n, ref=post == "NONE")      # the reference has no post transforms
+    if targets == 3 and post == "NONE":
+        check(ml_model("LinearRegressor", TP.FLOAT, [("Y", TP.FLOAT)], rank=1, **attrs), x[1])
+        check(ml_model("LinearRegressor", TP.FLOAT, [("Y", TP.FLOAT)], coefficients=attrs["coefficients"],
+                       targets=3), x, n, ref=False)     # no intercepts (the reference adds NaN)
+
+
+@pytest.mark.parametrize("t", [TP.DOUBLE, TP.INT64, TP.INT32])
+def test_linear_regressor_types(t):
+    # onnxruntime has LinearRegressor for float only and its other ML kernels read inputs as float:
+    # compare with its float kernel on x cast to float (the reference truncates coefficients to
+    # integer input types)
+    attrs = dict(coefficients=rnd((2, F), 7), intercepts=rnd(2, 8), targets=2)
+    x, n = rows(elem(t))
+    m = ml_model("LinearRegressor", t, [("Y", TP.FLOAT)], **attrs)
+    check(m, x[:n], against_ort=False, ref=t == TP.DOUBLE)
+    mf = ml_model("LinearRegressor", TP.FLOAT, [("Y", TP.FLOAT)], **attrs)
+    for b in (x, x[:1], x[:0]):
+        assert_same(onnxc.InferenceSession(m.SerializeToString()).run(None, {"X": b})[0],
+                    ort_session(mf).run(None, {"X": b.astype(np.float32)})[0])
