@@ -16,14 +16,18 @@
 #define ONNXC_ML_SOFTMAX_ZERO 3
 #define ONNXC_ML_PROBIT 4
 
+/* The build contracts a * b + c into fma (-ffp-contract=fast); onnxruntime's scalar float code
+ * rounds each product. Here v * v - v2 cancels most digits near erfinv(0), so the products go
+ * through volatile floats: rounded as onnxruntime rounds them (else PROBIT is off by ~1e-4). */
 static inline float onnxc_ml_erfinv(float x)
 {
     const float sgn = x < 0 ? -1.0f : 1.0f;
     x = (1 - x) * (1 + x);
     const float lg = logf(x);
-    const float v = 2 / (3.14159265358979323846f * 0.147f) + 0.5f * lg;
-    const float v2 = 1 / (0.147f) * lg;
-    const float v3 = -v + sqrtf(v * v - v2);
+    volatile float half_lg = 0.5f * lg, v2 = 1 / (0.147f) * lg;
+    const float v = 2 / (3.14159265358979323846f * 0.147f) + half_lg;
+    volatile float vv = v * v;
+    const float v3 = -v + sqrtf(vv - v2);
     return sgn * sqrtf(v3);
 }
 
@@ -69,13 +73,17 @@ static inline void onnxc_ml_transform(float *s, int64_t n, int kind)
 }
 
 /* One score s expanded into two columns (onnxruntime's add_second_class):
- * 0/1: [1 - s, s]; 2/3: [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC;
+ * 0/1: [1 - s, s], under LOGISTIC [1 - logistic(s), logistic(s)] (onnxruntime 1.31);
+ * 2/3: [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC;
  * PROBIT: probit(s) alone; other: s alone. The second column is 0 when not written. */
 static inline void onnxc_ml_binary_scores(float s, float *z, int add_second, int kind)
 {
     if (kind == ONNXC_ML_PROBIT) { z[0] = onnxc_ml_probit(s); z[1] = 0.f; return; }
     switch (add_second) {
-    case 0: case 1: z[0] = 1.f - s; z[1] = s; break;
+    case 0: case 1:
+        if (kind == ONNXC_ML_LOGISTIC) s = onnxc_ml_logistic(s);
+        z[0] = 1.f - s; z[1] = s;
+        break;
     case 2: case 3:
         if (kind == ONNXC_ML_LOGISTIC) { z[0] = onnxc_ml_logistic(-s); z[1] = onnxc_ml_logistic(s); }
         else { z[0] = -s; z[1] = s; }
