@@ -1,5 +1,5 @@
 """ArrayFeatureExtractor: pick columns (last axis) of X by an int64 index tensor, as onnxruntime:
-a 1-D X gives [1, k]; an index outside [0, last dim) fails the run (error code 2)."""
+a 1-D X gives [1, k]; an index outside [0, last dim), or none, fails the run (InvalidArgument)."""
 from __future__ import annotations
 
 from .. import dtypes
