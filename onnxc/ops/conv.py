@@ -13,6 +13,10 @@ Channels, kernel and spatial dims must be static; the batch may be symbolic.
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
+import numpy as np
+
 from .. import dtypes
 from ..passes import PRIVATE_DOMAIN
 from ..errors import NotImplemented as OrtNotImplemented
@@ -31,6 +35,19 @@ CONV_SLOTS = 4                 # up to this many threads take chunks of their ow
 DIRECT_QB = 64                 # the largest ONNXC_CONV_QB (onnxc_conv.h): wide rows are sized for it
 DIRECT_MAX_MACS = 4 << 20
 DIRECT_MAX_BYTES = 256 << 10
+# Winograd F(m x m, 3 x 3) (runtime_c/onnxc_winograd.h). Interpolation points (plus infinity)
+# chosen for accuracy: {0, +-1, 2, -1/2} has a max error ~3x lower than {0, +-1, +-2}. Its
+# rounding error grows with the weights' size and the channel count: with
+# P = max over output channels of ||W_m||_2 * sqrt(C), outputs stay within rtol 1e-4 / atol 1e-5
+# of the direct sums for N(0,1) inputs when P <= WINO_F4_MAX_P (F(4,3): 64 channels of
+# N(0,0.05) weights give 9.6, 128 give 19 and miss) or P <= WINO_F2_MAX_P (F(2,3), about 5x
+# more accurate: 512 channels of N(0,0.05) give 77); larger weights stay on im2col.
+WINO_POINTS = {4: (0, 1, -1, 2, Fraction(-1, 2)), 2: (0, 1, -1)}
+WINO_F4_MAX_P = 12.0
+WINO_F2_MAX_P = 100.0
+WINO_MIN_CH = 16          # below this the transforms cost more than the products saved
+WINO_BLOCK_BYTES = 768 << 10   # V + GEMM output of one tile block: about an L2
+WINO_SLOTS = 4
 
 
 def _align(n: int) -> int:
@@ -109,11 +126,90 @@ def conv_geometry(node) -> dict:
             "S": [1] * lead + strides, "DL": [1] * lead + dil, "P": [0] * lead + pb}
 
 
+def _poly(roots) -> list:
+    c = [Fraction(1)]
+    for a in roots:                      # times (x - a); c[k]: coefficient of x^k
+        n = [Fraction(0)] * (len(c) + 1)
+        for i, v in enumerate(c):
+            n[i + 1] += v
+            n[i] -= a * v
+        c = n
+    return c
+
+
+def winograd_matrices(m: int, r: int = 3):
+    """(A^T, G, B^T) of F(m, r) as exact fractions (Toom-Cook on WINO_POINTS plus infinity;
+    correlation = the transposed linear-convolution algorithm): y = A^T [(G g) . (B^T d)]."""
+    pts = [Fraction(p) for p in WINO_POINTS[m]]
+    AT = [[p ** i for p in pts] + [Fraction(int(i == m - 1))] for i in range(m)]
+    G, BT = [], []
+    for j, a in enumerate(pts):
+        others = pts[:j] + pts[j + 1:]
+        f = Fraction(1)
+        for o in others:
+            f *= a - o
+        G.append([a ** k / f for k in range(r)])
+        BT.append(_poly(others) + [Fraction(0)])
+    G.append([Fraction(int(k == r - 1)) for k in range(r)])
+    BT.append(_poly(pts))
+    return AT, G, BT
+
+
+def winograd_m(node, g, w) -> int:
+    """F(m x m, 3 x 3) for this Conv with constant weights w (4 or 2), or 0 when Winograd does
+    not apply or pay: float 2-D 3x3, stride 1, dilation 1, one group, at least WINO_MIN_CH
+    channels each way, finite weights small enough for its accuracy (WINO_F*_MAX_P)."""
+    if node.inputs[0].etype != D["float"] or g["ns"] != 2 or g["G"] != 1 or g["KS"] != [1, 3, 3]:
+        return 0
+    if g["S"] != [1, 1, 1] or g["DL"] != [1, 1, 1] or min(g["C"], g["M"]) < WINO_MIN_CH:
+        return 0
+    if not np.isfinite(w).all():     # U would spread a non-finite weight over whole tiles
+        return 0
+    p = float(np.sqrt(np.square(w.astype(np.float64)).reshape(g["M"], -1).sum(1).max() * g["C"]))
+    m = 4 if p <= WINO_F4_MAX_P else 2 if p <= WINO_F2_MAX_P else 0
+    # few tiles: every block re-reads all of U (nn x M x C floats) for too few products
+    return m if m and -(-g["O"][1] // m) * -(-g["O"][2] // m) >= 8 else 0
+
+
+def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
+    """Tile blocks and GEMM orientation. Tiles (n, th, tw) are numbered across the batch and
+    taken Tb at a time; per block the 36 (16) GEMMs are O_t = U_t V_t (M x C times C x Tb).
+    swapped = 0: M in MR-row panels of U, tiles in NR-column panels of V; 1: tiles in MR-row
+    panels of V, M in NR-column panels of U. The one with less register-tile padding wins."""
+    n = m + 2
+    nn, M, C = n * n, g["M"], g["C"]
+    TH, TW = -(-g["O"][1] // m), -(-g["O"][2] // m)
+    tpi = TH * TW
+    best = None
+    for swapped, (pm, pv) in enumerate(((MR, NR), (NR, MR))):
+        Mp = -(-M // pm) * pm
+        per_tile = 4 * nn * (C + Mp)
+        tb_max = max(pv, WINO_BLOCK_BYTES // per_tile // pv * pv)
+        nblk = -(-tpi // tb_max)
+        Tb = -(-(-(-tpi // nblk)) // pv) * pv
+        cost = Mp * Tb * nblk
+        if best is None or cost < best[0]:
+            best = (cost, {"swapped": swapped, "pm": pm, "pv": pv, "Mp": Mp, "Tb": Tb})
+    lay = best[1]
+    Mp, Tb = lay["Mp"], lay["Tb"]
+    wseg = TW * m + 2
+    tmp = max(2 * n * wseg, m * m * Tb) + 64   # input rows and their row transform | output planes
+    return {**lay, "m": m, "n": n, "nn": nn, "TH": TH, "TW": TW, "TPI": tpi, "wseg": wseg,
+            "ustride": -(-Mp * C // 16) * 16, "vstride": Tb * C, "ostride": Mp * Tb,
+            "v_bytes": _align(4 * nn * Tb * C), "o_bytes": _align(4 * nn * Mp * Tb), "tmp_bytes": _align(4 * tmp)}
+
+
+def winograd_transforms(m: int) -> dict:
+    """A^T and B^T as float coefficient rows for the template (dyadic: exact in float)."""
+    AT, _, BT = winograd_matrices(m)
+    return {"AT": [[float(v) for v in row] for row in AT], "BT": [[float(v) for v in row] for row in BT]}
+
+
 @register
 class Conv(OpSpec):
     op_type = "Conv"
     template = "conv.c.j2"
-    headers = ("onnxc_gemm.h", "onnxc_conv.h")
+    headers = ("onnxc_gemm.h", "onnxc_conv.h", "onnxc_winograd.h")
 
     def infer(self, node):
         x, w, b = node.inputs[0], node.inputs[1], node.input(2)
@@ -141,6 +237,9 @@ class Conv(OpSpec):
         direct = self.direct(node, g, kind)
         if direct:
             kind = "direct"
+        wino = node.attrs.get("_prepacked_wino")
+        if wino is not None:
+            return self.winograd(node, g, wino)
         # float: weights packed once per call (reused for every image and chunk); the im2col
         # buffer covers a chunk of output pixels small enough to stay in L2
         sgemm = gemm_kernel(x.etype) == "s"
@@ -186,6 +285,15 @@ class Conv(OpSpec):
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
                 "has_bias": node.input(2) is not None, "direct": direct, **epilogue(node)}
+
+    def winograd(self, node, g, lay):
+        """kind "winograd": U packed at compile time (passes/prepack.py) as input 4; scratch:
+        WINO_SLOTS slots of [V block][GEMM outputs][transform rows]."""
+        slot_bytes = lay["v_bytes"] + lay["o_bytes"] + lay["tmp_bytes"]
+        return {**g, "kind": "winograd", "lowp": False, "end": WINO_SLOTS * slot_bytes, "slots": WINO_SLOTS,
+                "slot_bytes": slot_bytes, "w": {**lay, **winograd_transforms(lay["m"])}, "N": node.inputs[0].shape[0],
+                "ISP": product(g["I"]), "OSP": product(g["O"]), "has_bias": node.input(2) is not None,
+                "gemm": "s", "K": g["C"] * 9, "Mg": g["M"], "prepacked": None, **epilogue(node)}
 
     def direct(self, node, g, kind):
         """runtime_c/onnxc_conv.h's direct kernel for small stride-1 2-D/1-D layers (LeNet's):

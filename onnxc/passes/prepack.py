@@ -158,9 +158,40 @@ def _direct_blocks(graph: Graph, node, next_id: int) -> int:
     return next_id
 
 
+def _winograd(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
+    """Conv on Winograd F(m, 3) (ops/conv.py winograd_m): U_t = G g G^T for the nn points t, each
+    packed like onnxc__sgemm_prepack (M lines of C, panels of the width winograd_layout picks),
+    t at float offset t * ustride (input 4). The plain W stays for the non-finite fallback."""
+    from ..ops.conv import conv_geometry, winograd_layout, winograd_m, winograd_matrices
+    w = node.inputs[1]
+    if not _const_float(w) or len(node.inputs) > 4 or node.attrs.get("_prepacked") is not None:
+        return next_id
+    wc = np.asarray(w.const, np.float32)
+    g = conv_geometry(node)
+    m = winograd_m(node, g, wc)
+    if not m:
+        return next_id
+    lay = winograd_layout(g, m, *block)
+    _, G, _ = winograd_matrices(m)
+    Gm = np.array([[float(v) for v in row] for row in G])
+    U = np.einsum("ik,mckl,jl->ijmc", Gm, wc.astype(np.float64), Gm).astype(np.float32)
+    U = U.reshape(lay["nn"], g["M"], g["C"])
+    data = np.zeros((lay["nn"], lay["ustride"]), np.float32)
+    for t in range(lay["nn"]):
+        pk = pack(U[t], lay["pm"])
+        data[t, :pk.size] = pk
+    next_id = _add_input(graph, node, 4, f"{w.name} (winograd)", data.reshape(-1), next_id)
+    node.attrs["_prepacked_wino"] = lay
+    return next_id
+
+
 def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     from ..ops import lookup
     next_id = max((v.id for v in graph.values), default=-1) + 1
+    if block is not None:
+        for node in graph.nodes:
+            if node.op_type in ("Conv", "FusedConv") and node.attrs.get("_prepacked_wino") is None:
+                next_id = _winograd(graph, node, block, next_id)
     for node in graph.nodes:
         if node.op_type in ("Conv", "FusedConv") and not node.attrs.get("_prepacked_direct"):
             next_id = _direct_blocks(graph, node, next_id)
@@ -174,14 +205,14 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     MR, NR = block
     for node in graph.nodes:
         if node.op_type not in ("Conv", "FusedConv") or node.attrs.get("_prepacked") is not None \
-                or node.attrs.get("_prepacked_direct"):
+                or node.attrs.get("_prepacked_direct") or node.attrs.get("_prepacked_wino") is not None:
             continue
         w = node.inputs[1]
         if w.const is None or w.is_input or w.etype.name != "float" or node.inputs[0].etype.name != "float":
             continue
         spec = lookup(node)
         p = spec.params(node)
-        if p["kind"] in ("depthwise", "direct") or p["gemm"] != "s" or p["K"] <= 0 or p["Mg"] <= 0:
+        if p["kind"] in ("depthwise", "direct", "winograd") or p["gemm"] != "s" or p["K"] <= 0 or p["Mg"] <= 0:
             continue
         G, Mg, K = p["G"], p["Mg"], p["K"]
         swapped = w_swapped(Mg, p["nch"], MR, NR)

@@ -1,0 +1,87 @@
+/* onnxc Winograd convolution F(m x m, 3 x 3), stride 1 (onnxc/ops/conv.py picks it, the
+ * template conv.c.j2 lays out the input and output transforms, unrolled from the matrices).
+ *
+ * Per block of Tb tiles: V_t (C x Tb, t < nn = (m+2)^2) from the input transform, packed as
+ * the SGEMM micro-kernel's panels; O_t = U_t V_t with U_t packed at compile time
+ * (passes/prepack.py); then the output transform, bias and epilogue. Packed layouts follow
+ * onnxc__sgemm_prepack: per depth block pc of ONNXC_SGEMM_KC channels, panels of P lines
+ * (tiles or output channels) stored k-major at pc * Lp + p * kc.
+ */
+#ifndef ONNXC_WINOGRAD_H
+#define ONNXC_WINOGRAD_H
+
+#include "onnxc_gemm.h"
+
+/* Before the transform loops: their reads and writes never overlap (different scratch regions),
+ * but GCC cannot prove it inside an OpenMP region and gives up on more than 10 alias checks. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ONNXC_WINO_IVDEP _Pragma("GCC ivdep")
+#else
+#define ONNXC_WINO_IVDEP
+#endif
+
+/* Offset of V_t element (c, tile) in a block of Tb tiles packed in panels of P tiles. */
+ONNXC_GEMM_INL int64_t onnxc_wino_voff(int64_t C, int64_t Tb, int64_t P, int64_t c, int64_t tile)
+{
+    const int64_t pc = c / ONNXC_SGEMM_KC * ONNXC_SGEMM_KC;
+    const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, C - pc);
+    return pc * Tb + tile / P * P * kc + (c - pc) * P + tile % P;
+}
+
+/* O_t[m][tile] (row stride Tb, t at O + t * ostride) = U_t V_t for output channels [m0, m1)
+ * (m0 a multiple of the U panel width) and the first nb tiles of the block.
+ * swapped = 0: U in MR-row panels (Mp rows), V in NR-tile panels; whole register tiles are
+ *              stored (O has Mp rows and Tb, a multiple of NR, columns).
+ * swapped = 1: V in MR-tile panels, U in NR-column panels; tiles stored transposed. */
+ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t Mp, int64_t C, int64_t Tb,
+                                   int64_t nb, const float *U, int64_t ustride, const float *V,
+                                   int64_t vstride, float *O, int64_t ostride, int64_t m0, int64_t m1)
+{
+    for (int64_t t = 0; t < nn; ++t) {
+        const float *const Ut = U + t * ustride, *const Vt = V + t * vstride;
+        float *const Ot = O + t * ostride;
+        for (int64_t pc = 0; pc < C; pc += ONNXC_SGEMM_KC) {
+            const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, C - pc);
+            const float beta = pc == 0 ? 0.0f : 1.0f;
+            if (!swapped) {
+                for (int64_t i = m0; i < m1; i += ONNXC_SGEMM_MR)
+                    for (int64_t j = 0; j < nb; j += ONNXC_SGEMM_NR)
+                        onnxc__sgemm_kernel(kc, Ut + pc * Mp + i * kc, Vt + pc * Tb + j * kc, Ot + i * Tb + j, Tb,
+                                            1, ONNXC_SGEMM_MR, ONNXC_SGEMM_NR, 1.0f, beta);
+            } else {
+                for (int64_t j = m0; j < m1; j += ONNXC_SGEMM_NR)
+                    for (int64_t i = 0; i < nb; i += ONNXC_SGEMM_MR)
+                        onnxc__sgemm_kernel(kc, Vt + pc * Tb + i * kc, Ut + pc * Mp + j * kc, Ot + j * Tb + i, 1,
+                                            Tb, (int)onnxc__gmin(ONNXC_SGEMM_MR, nb - i),
+                                            (int)onnxc__gmin(ONNXC_SGEMM_NR, M - j), 1.0f, beta);
+            }
+        }
+    }
+}
+
+/* The direct convolution of one m x m output tile of channel oc (rows oh0.., columns ow0..)
+ * into y (element (i, j) at y[(i * m + j) * ld]): used where the input transform met a non-finite value, so NaN and
+ * inf come out exactly as the direct product gives them. */
+ONNXC_GEMM_FN void onnxc_wino_direct_tile(int64_t C, int64_t IH, int64_t IW, int64_t PH, int64_t PW, int m,
+                                          const float *x, const float *w, int64_t oh0, int64_t ow0,
+                                          float *y, int64_t ld)
+{
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < m; ++j) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < C; ++c)
+                for (int kh = 0; kh < 3; ++kh) {
+                    const int64_t ih = oh0 + i - PH + kh;
+                    if (ih < 0 || ih >= IH)
+                        continue;
+                    for (int kw = 0; kw < 3; ++kw) {
+                        const int64_t iw = ow0 + j - PW + kw;
+                        if (iw >= 0 && iw < IW)
+                            acc += w[(c * 3 + kh) * 3 + kw] * x[(c * IH + ih) * IW + iw];
+                    }
+                }
+            y[(i * m + j) * ld] = acc;
+        }
+}
+
+#endif
