@@ -327,6 +327,8 @@ class TreeEnsembleClassifier(_TreeBase):
                   "binary_case": nc == 2 and len(cls) == 1, "all_pos": all_pos,
                   "labels_str": labels.is_str, "labels": labels.c_init(),
                   "work": product((n, max(1, len(forest.roots)), 8))})
+        if nc == 2 and len(cls) != 1 and not labels.is_str:
+            p["labels"] = "0, 1"    # onnxruntime 1.31: both classes weighted, int64 labels -> 1 / 0 as such
         return p, [(labels.etype, (n,)), (dtypes.FLOAT, (n, nc))]
 
     def infer(self, node):
@@ -352,6 +354,8 @@ class TreeEnsembleRegressor(_TreeBase):
         agg = node.attr("aggregate_function", "SUM")
         if agg not in AGG:
             raise fail(node, f"attribute aggregate_function={agg!r} is not one of {', '.join(map(repr, AGG))}")
+        if nt == 1:     # onnxruntime: with one target, a leaf without weights scores 0 (MIN/MAX see it)
+            forest.leaves = [lw or [(0, 0.0)] for lw in forest.leaves]
         p = forest.layout(nt, tt)
         base = [] if base is None else base.tolist()
         p.update(_regressor_params(n, f, tt, nt, AGG[agg], post_transform(node), base, len(forest.roots)))
