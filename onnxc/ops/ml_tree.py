@@ -22,7 +22,9 @@ from .registry import OpSpec, register
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
          "BRANCH_MEMBER": 6, "LEAF": -1}
 AGG = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
-POST5 = {0: 0, 1: 2, 2: 1, 3: 3, 4: 4}    # TreeEnsemble's post_transform ints -> ml_common numbering
+# TreeEnsemble's post_transform ints -> ml_common numbering. The specification says 1 SOFTMAX,
+# 2 LOGISTIC; onnxruntime (1.31) reads them in its own enum order (1 LOGISTIC, 2 SOFTMAX): as it.
+POST5 = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4}
 MAX_FEATURE = 1 << 24
 MISSING_BIT = 1 << 28
 GROUP = 10                # trees walked in lockstep by the complete-tree kernel (as many as registers hold)
