@@ -144,7 +144,9 @@ def run_suite(models_dir: str, threads=(1, 2), seconds: float = 3.0, only: list 
         ref = os.path.join(models_dir, f"{name}.ref.npz")
         for b in batches:
             feed = None
-            if os.path.exists(ref) and b in (None, _ref_batch(meta)):
+            # the stored feed (real token ids, masks) fits a model without a batch parameter at
+            # any listed batch, and a batched one at the batch it was made for
+            if os.path.exists(ref) and (b is None or not meta.get("batch_param") or b == _ref_batch(meta)):
                 z = np.load(ref, allow_pickle=False)
                 feed = {k[3:]: z[k] for k in z.files if k.startswith("in_")}
             mf = (meta.get("mflops") or {}).get(str(b if b is not None else 1))

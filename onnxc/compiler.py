@@ -19,6 +19,7 @@ from .passes.fold_if import fold_if
 from .passes.fuse_epilogue import fuse_epilogues
 from .passes.gradient import expand_gradients
 from .passes.prepack import prepack_weights, sgemm_block
+from .passes.prepack_gemm import prepack_gemm_panels
 from .passes.transpose_reshape import eliminate_pairs
 from .ops import lookup
 from .planner import NodeFacts
@@ -89,7 +90,7 @@ def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, modul
         if options.optimization_level >= lvl:
             graph = fn(graph)
     if options.optimization_level >= passes.ALL and gemm_block is not None:
-        graph = prepack_weights(graph, gemm_block)
+        graph = prepack_gemm_panels(prepack_weights(graph, gemm_block), gemm_block)
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
     sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module,

@@ -708,6 +708,26 @@ ONNXC_GEMM_FN void onnxc_sgemm_wmul(int swapped, int64_t M, int64_t N, int64_t K
         onnxc__sgemm_owned(M, N, K, alpha, NULL, 0, 0, B, ldb, 1, beta, C, ldc, 1, work, nt, wp, NULL);
 }
 
+/* ---- constant right operand packed at compile time ------------------------------------------ *
+ * C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, op(B) a constant packed by
+ * passes/prepack_gemm.py as onnxc__sgemm_prepack lays out its N columns in NR-wide panels
+ * (64-byte aligned in the weight blob). No call packs B; threads own row panels of A (no
+ * barriers). Workspace: ONNXC_SGEMM_WORK_BYTES(M, N, K). */
+ONNXC_GEMM_FN void onnxc_sgemm_bpacked(int transA, int64_t M, int64_t N, int64_t K, float alpha,
+                                       const float *A, int64_t lda, const void *Bp, float beta,
+                                       float *C, int64_t ldc, void *work, int num_threads)
+{
+    const int nt = num_threads > 0 ? num_threads : 1;
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        onnxc_sgemm(0, 0, M, N, 0, alpha, NULL, 1, NULL, 1, beta, C, ldc, work, nt);
+        return;
+    }
+    onnxc__sgemm_owned(M, N, K, alpha, A, transA ? 1 : lda, transA ? lda : 1, NULL, 0, 0, beta, C, ldc, 1,
+                       work, nt, NULL, (const float *)Bp);
+}
+
 /* ---- DGEMM: one row of C at a time (axpy or dot form), parallel over rows ------------------ */
 ONNXC_GEMM_FN void onnxc_dgemm(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha,
                                const double *A, int64_t lda, const double *B, int64_t ldb, double beta,

@@ -4,6 +4,7 @@ that call the functions vectorise (no libm call left in them)."""
 from __future__ import annotations
 
 import ctypes
+import math
 import subprocess
 
 import numpy as np
@@ -18,6 +19,7 @@ SRC = r"""
 void v_exp(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = onnxc_vexpf(x[i]); }
 void v_tanh(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = onnxc_vtanhf(x[i]); }
 void v_sig(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = onnxc_vsigmoidf(x[i]); }
+void v_erf(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = onnxc_verff(x[i]); }
 """
 
 
@@ -71,6 +73,8 @@ CASES = {  # name: (function, reference, ranges, max ulp)
     "v_exp": (np.exp, [(-104, 89), (-1, 1), (-88, -87), (-104, -87)], 1.05),
     "v_tanh": (np.tanh, [(-10, 10), (-1, 1), (-1e-3, 1e-3), (0.5, 0.7)], 1.5),
     "v_sig": (_sigmoid64, [(-110, 20), (-2, 2), (-104, -80)], 2.0),
+    "v_erf": (lambda x: np.array([math.erf(v) for v in x]),
+              [(-5, 5), (0.4, 0.55), (0.9, 0.95), (-1e-3, 1e-3), (3.8, 4.2), (-1e-30, 1e-30)], 2.2),
 }
 
 
@@ -96,10 +100,14 @@ def test_special(lib):
     np.testing.assert_array_equal(t, np.tanh(x))
     assert np.signbit(t[1]) and not np.signbit(t[0])
     np.testing.assert_array_equal(run(lib, "v_sig", x), _sigmoid64(x).astype(np.float32))
+    e = run(lib, "v_erf", x)
+    np.testing.assert_array_equal(e[:5], [0.0, -0.0, 1.0, -1.0, np.nan])
+    assert np.signbit(e[1]) and not np.signbit(e[0])
+    np.testing.assert_array_equal(e[7:9], [1.0, -1.0])
 
 
 def test_vectorised(lib):
     if "-march=native" not in " ".join(build.toolchain().flags):
         pytest.skip("no native build")
-    for fn in ("expf", "tanhf"):
+    for fn in ("expf", "tanhf", "erff"):
         assert f"call\t{fn}" not in lib.asm and f"jmp\t{fn}" not in lib.asm

@@ -33,7 +33,7 @@ _MATH = re.compile(r"\b(exp|log|sqrt|tanh|fabs|floor|ceil|pow|fmod|sin|cos|tan|a
 
 
 # float functions with a vectorisable, branch-free version in onnxc_vmath.h (documented error)
-VMATH_FLOAT = {"exp": "onnxc_vexpf(", "tanh": "onnxc_vtanhf("}
+VMATH_FLOAT = {"exp": "onnxc_vexpf(", "tanh": "onnxc_vtanhf(", "erf": "onnxc_verff("}
 
 
 def c_math(expr: str, cc: str) -> str:

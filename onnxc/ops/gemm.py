@@ -174,7 +174,7 @@ class Gemm(OpSpec):
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
-            **epilogue(node), **self.lowp(node), **self.gemv(node, M),
+            **epilogue(node), **self.lowp(node), **self.gemv(node, M), **panels(node),
         }
 
     def gemv(self, node, M) -> dict:
@@ -244,7 +244,7 @@ class MatMul(OpSpec):
         et = node.inputs[0].etype
         p = {"kind": gemm_kernel(et), "suffix": et.name, "M": M, "N": N, "K": K, "dims": [],
              "astr": [], "bstr": [], "ystr": [], "has_bias": node.input(2) is not None,
-             "rows": product(node.outputs[0].shape[:-1]), **epilogue(node)}
+             "rows": product(node.outputs[0].shape[:-1]), "panels": None, **epilogue(node)}
         a, b = node.inputs[0], node.inputs[1]
         if self.folds(node):
             p["M"] = product(abatch) * M
@@ -256,6 +256,8 @@ class MatMul(OpSpec):
                 acc = acc * d
             p.update(dims=dims, astr=[s * M * K for s in ast], bstr=[s * K * N for s in bst],
                      ystr=[s * M * N for s in reversed(ystr)])
+        if self.folds(node):
+            p.update(panels(node))
         # float16/bfloat16: float copies of A and B and the float result, after the SGEMM work
         p.update(lowp_buffers(et, sgemm_work_bytes(p["M"], p["N"], p["K"]),
                               [product(a.shape), product(b.shape), product(node.outputs[0].shape)]))
@@ -265,6 +267,17 @@ class MatMul(OpSpec):
         if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
         return self.params(node)["end"]
+
+
+def panels(node) -> dict:
+    """op(B) packed at compile time for onnxc_sgemm_bpacked (passes/prepack_gemm.py): the input
+    holding it, the register block it was packed for, and whether the plain B is still there
+    for rows up to `panels_min` (a symbolic row count)."""
+    pan = node.attrs.get("_panels")
+    if not pan:
+        return {"panels": None}
+    from ..passes.prepack import GEMV_MAX_M
+    return {"panels": pan, "panels_min": GEMV_MAX_M}
 
 
 def _private_domain() -> str:

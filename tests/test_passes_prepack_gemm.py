@@ -1,0 +1,101 @@
+"""Compile-time packing of a constant right operand (passes/prepack_gemm.py): which Gemm/MatMul
+nodes get panels, the blob keeps the plain B only where a small-row path still reads it, and
+native and portable builds (different register blocks) compute what onnx.reference does for
+static and symbolic row counts, fused epilogues included, at 1 and 2 threads."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc import loader
+from onnxc.compiler import Options, compile_model
+
+rng = np.random.default_rng(23)
+
+
+def gemm_model(rows, K, N, *, trans_a=0, trans_b=0, tail=None, matmul=False, lead=()):
+    """y = tail(A @ B + bias) with B (and bias) constant; rows int or a symbolic name."""
+    a_shape = ([K, rows] if trans_a else [rows, K]) if not matmul else [*lead, rows, K]
+    b = (rng.standard_normal((N, K) if trans_b else (K, N)) * 0.2).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    inits = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(bias, "bias")]
+    if matmul:
+        nodes = [helper.make_node("MatMul", ["A", "B"], ["m"]), helper.make_node("Add", ["m", "bias"], ["g"])]
+    else:
+        nodes = [helper.make_node("Gemm", ["A", "B", "bias"], ["g"], transA=trans_a, transB=trans_b, alpha=0.5)]
+    out = "g"
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["g"], ["y"]))
+        out = "y"
+    elif tail == "gelu":
+        nodes.append(helper.make_node("Gelu", ["g"], ["y"]))
+        out = "y"
+    elif tail == "residual":
+        inits.append(numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "r"))
+        nodes.append(helper.make_node("Add", ["g", "r"], ["y"]))
+        out = "y"
+    x = helper.make_tensor_value_info("A", TensorProto.FLOAT, a_shape)
+    y = helper.make_tensor_value_info(out, TensorProto.FLOAT, None)
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def feed(m, rows):
+    shape = [d.dim_value if d.dim_value else rows for d in m.graph.input[0].type.tensor_type.shape.dim]
+    return {"A": rng.standard_normal(shape).astype(np.float32)}
+
+
+def packed_nodes(m, block=(8, 48)):
+    c = compile_model(loader.load(m), Options(optimization_level=99), gemm_block=block)
+    return c, [n for n in c.graph.nodes if n.attrs.get("_panels")]
+
+
+def test_which_nodes_get_panels():
+    _, nodes = packed_nodes(gemm_model(32, 100, 70))
+    assert len(nodes) == 1 and nodes[0].attrs["_panels"]["only"]          # static rows > 8
+    _, nodes = packed_nodes(gemm_model(4, 100, 70))
+    assert nodes == []                                                  # few rows: the strips
+    _, nodes = packed_nodes(gemm_model("batch", 100, 70, trans_a=1))
+    assert len(nodes) == 1 and not nodes[0].attrs["_panels"]["only"]     # no strips: plain B kept
+    _, nodes = packed_nodes(gemm_model("batch", 100, 70, matmul=True, lead=(2,)))
+    assert len(nodes) == 1 and not nodes[0].attrs["_panels"]["only"]
+    firmware = compile_model(loader.load(gemm_model(32, 100, 70)), Options(optimization_level=99))
+    assert not any(n.attrs.get("_panels") for n in firmware.graph.nodes)    # no block known: none
+
+
+def test_blob_holds_one_copy_when_only_panels_are_read():
+    m = gemm_model(32, 300, 96)
+    plain = compile_model(loader.load(m), Options(optimization_level=2), gemm_block=(8, 48))
+    packed, _ = packed_nodes(m)
+    # 300 x 96 floats packed in 48-wide panels: no padding, the plain B left out
+    assert len(packed.sources.weights) <= len(plain.sources.weights) + 64 * 3
+    assert "onnxc_sgemm_bpacked" in packed.sources.c and "#error" in packed.sources.c
+
+
+CASES = {
+    "gemm_static": (dict(rows=40, K=300, N=100), [40]),
+    "gemm_transB_relu": (dict(rows="n", K=784, N=130, trans_b=1, tail="relu"), [1, 7, 9, 33]),
+    "gemm_transA": (dict(rows="n", K=64, N=50, trans_a=1, tail="residual"), [3, 12]),
+    "matmul_3d_gelu": (dict(rows=20, K=256, N=200, matmul=True, lead=(3,), tail="gelu"), [20]),
+    "matmul_symbolic": (dict(rows="s", K=513, N=49, matmul=True, lead=(2,)), [1, 5, 64]),
+}
+
+
+@pytest.mark.parametrize("portable", [False, True])
+@pytest.mark.parametrize("case", list(CASES))
+def test_results(case, portable, tmp_path):
+    kw, row_counts = CASES[case]
+    m = gemm_model(**kw)
+    path = onnxc.compiler.build_library(m, Options(portable=portable), cache_dir=tmp_path)
+    ref_eval = ReferenceEvaluator(m)
+    for nt in (1, 2):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sess = onnxc.InferenceSession(str(path), so)
+        for rows in row_counts:
+            f = feed(m, rows)
+            f["A"][0, :3] = [np.nan, np.inf, -np.inf] if f["A"].ndim == 2 else f["A"][0, :3]
+            got, = sess.run(None, f)
+            ref, = ref_eval.run(None, f)
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1, kw["K"] / 64))
