@@ -19,6 +19,13 @@
 #else
 #define ONNXC_WINO_IVDEP
 #endif
+/* Loops over the tiles of one row segment (often fewer than 16): 8-lane vectors, so AVX-512
+ * builds do not leave them all to the scalar remainder. */
+#if defined(_OPENMP)
+#define ONNXC_WINO_SHORT _Pragma("omp simd simdlen(8)")
+#else
+#define ONNXC_WINO_SHORT ONNXC_WINO_IVDEP
+#endif
 
 /* Offset of V_t element (c, tile) in a block of Tb tiles packed in panels of P tiles. */
 ONNXC_GEMM_INL int64_t onnxc_wino_voff(int64_t C, int64_t Tb, int64_t P, int64_t c, int64_t tile)

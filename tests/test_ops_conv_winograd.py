@@ -68,7 +68,9 @@ def test_selection():
     assert wino(model(1, 64, 56, 56, 64)[0])[0]["m"] == 4
     assert wino(model(1, 256, 14, 14, 256)[0])[0]["m"] == 2
     assert wino(model(1, 8, 20, 20, 32)[0]) == [None]          # few channels
-    assert wino(model(1, 64, 7, 7, 64)[0]) == [None]           # few tiles
+    assert wino(model(1, 64, 28, 28, 64)[0])[0]["m"] == 2      # F(4,3) pays from ~100 tiles
+    assert wino(model(1, 64, 7, 7, 64)[0])[0]["m"] == 2
+    assert wino(model(1, 64, 5, 5, 64, pads=(0, 0, 0, 0))[0]) == [None]   # few tiles
     # accuracy: larger weights take F(2,3), then im2col
     assert wino(model(1, 16, 48, 48, 16, scale=1.0)[0])[0]["m"] == 2
     assert wino(model(1, 64, 56, 56, 64, scale=1.0)[0]) == [None]

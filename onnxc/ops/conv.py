@@ -45,6 +45,7 @@ DIRECT_MAX_BYTES = 256 << 10
 WINO_POINTS = {4: (0, 1, -1, 2, Fraction(-1, 2)), 2: (0, 1, -1)}
 WINO_F4_MAX_P = 12.0
 WINO_F2_MAX_P = 100.0
+WINO_F4_MIN_TILES = 96
 WINO_MIN_CH = 16          # below this the transforms cost more than the products saved
 WINO_BLOCK_BYTES = 768 << 10   # V + GEMM output of one tile block: about an L2
 WINO_SLOTS = 4
@@ -166,9 +167,12 @@ def winograd_m(node, g, w) -> int:
     if not np.isfinite(w).all():     # U would spread a non-finite weight over whole tiles
         return 0
     p = float(np.sqrt(np.square(w.astype(np.float64)).reshape(g["M"], -1).sum(1).max() * g["C"]))
-    m = 4 if p <= WINO_F4_MAX_P else 2 if p <= WINO_F2_MAX_P else 0
-    # few tiles: every block re-reads all of U (nn x M x C floats) for too few products
-    return m if m and -(-g["O"][1] // m) * -(-g["O"][2] // m) >= 8 else 0
+    def tiles(m):
+        return -(-g["O"][1] // m) * -(-g["O"][2] // m)
+    # F(4,3) measured slower than F(2,3) below ~100 tiles (28x28: its blocks pad more, U is
+    # 2.25x larger); few tiles at all: every block re-reads all of U for too few products
+    m = 4 if p <= WINO_F4_MAX_P and tiles(4) >= WINO_F4_MIN_TILES else 2 if p <= WINO_F2_MAX_P else 0
+    return m if m and tiles(m) >= 8 else 0
 
 
 def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
@@ -184,10 +188,12 @@ def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
     for swapped, (pm, pv) in enumerate(((MR, NR), (NR, MR))):
         Mp = -(-M // pm) * pm
         per_tile = 4 * nn * (C + Mp)
-        tb_max = max(pv, WINO_BLOCK_BYTES // per_tile // pv * pv)
+        # each block re-reads all of U: when U is far larger than a block, take bigger blocks
+        budget = WINO_BLOCK_BYTES * (1 if 4 * nn * Mp * C <= 2 * WINO_BLOCK_BYTES else 4)
+        tb_max = max(pv, budget // per_tile // pv * pv)
         nblk = -(-tpi // tb_max)
         Tb = -(-(-(-tpi // nblk)) // pv) * pv
-        cost = Mp * Tb * nblk
+        cost = Mp * Tb * nblk * (1.25 if swapped else 1.0)   # swapped stores its tiles transposed
         if best is None or cost < best[0]:
             best = (cost, {"swapped": swapped, "pm": pm, "pv": pv, "Mp": Mp, "Tb": Tb})
     lay = best[1]
