@@ -68,8 +68,16 @@ def _calls_per_sample(fn, target_s: float = 0.002) -> int:
     return max(1, min(1000, int(target_s / dt)))
 
 
-def side_by_side(run_a, run_b, seconds: float = 3.0, warmup: int = 3):
-    """Alternate blocks of calls of a and b until `seconds` pass; per-call times of each."""
+# onnxruntime's intra-op workers keep spinning for tens of milliseconds after a run (measured
+# ~40 ms of CPU in the second after its last call), and OpenMP's for a while too: with more than
+# one thread, a block that starts right after the other runtime's block would share its cores
+# with those spinning threads. Each block waits this long first, so both start on quiet cores.
+SETTLE_S = 0.06
+
+
+def side_by_side(run_a, run_b, seconds: float = 3.0, warmup: int = 3, settle: float = 0.0):
+    """Alternate blocks of calls of a and b until `seconds` pass; per-call times of each.
+    settle: seconds of sleep before each block (see SETTLE_S)."""
     for _ in range(warmup):
         run_a()
         if run_b:
@@ -79,11 +87,18 @@ def side_by_side(run_a, run_b, seconds: float = 3.0, warmup: int = 3):
     ta, tb = [], []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end or len(ta) < 5:
+        if settle:
+            time.sleep(settle)
+            end += settle * (2 if run_b else 1)      # measuring time excludes the pauses
+            run_a()                                  # wakes its threads (not timed)
         t = time.perf_counter()
         for _ in range(ka):
             run_a()
         ta.append((time.perf_counter() - t) / ka)
         if run_b:
+            if settle:
+                time.sleep(settle)
+                run_b()
             t = time.perf_counter()
             for _ in range(kb):
                 run_b()
@@ -118,7 +133,7 @@ def bench_model(path: str, *, threads: int = 1, batch: int | None = None, feed: 
         for a, b in zip(run_c(), run_o()):
             if isinstance(a, np.ndarray) and a.dtype.kind in "fc":
                 diff = max(diff, float(np.max(np.abs(a - b))) if a.size else 0.0)
-    ta, tb = side_by_side(run_c, run_o, seconds)
+    ta, tb = side_by_side(run_c, run_o, seconds, settle=SETTLE_S if threads > 1 and run_o else 0.0)
     oc = _stats(ta)
     oo = _stats(tb) if tb else None
     arena = sess._lib.meta.get("arena_hint", {}).get("bytes")
