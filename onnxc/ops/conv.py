@@ -49,6 +49,10 @@ WINO_F4_MIN_TILES = 96
 WINO_MIN_CH = 16          # below this the transforms cost more than the products saved
 WINO_BLOCK_BYTES = 768 << 10   # V + GEMM output of one tile block: about an L2
 WINO_SLOTS = 4
+DW_SLOTS = 8                 # depthwise (onnxc_dwconv.h): threads with a padded-plane slot each
+DW_MAX_SLOT_BYTES = 1 << 20  # larger planes keep the plain per-row loops
+DW_BAND_BYTES = 16 << 10     # wide output rows computed at once (L1)
+DW_VL = 16                   # slack after the planes and the band: the widest vector
 
 
 def _align(n: int) -> int:
@@ -205,6 +209,40 @@ def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
             "v_bytes": _align(4 * nn * Tb * C), "o_bytes": _align(4 * nn * Mp * Tb), "tmp_bytes": _align(4 * tmp)}
 
 
+def depthwise_phases(g, ct_float: bool) -> dict | None:
+    """Depthwise layout of runtime_c/onnxc_dwconv.h, or None (3-D, double, huge planes).
+    The zero-padded input plane is split into SH x SW phase planes of RH x RW: phase (a, b)
+    holds padded element (r*SH + a, c*SW + b) at r*RW + c. Tap (kh, kw) of output (oh, ow) is
+    then phase ((kh*DH) % SH, (kw*DW) % SW) at (oh + kh*DH//SH) * RW + ow + kw*DW//SW: a
+    constant offset from the wide position q = oh*RW + ow, for any stride."""
+    if not ct_float or g["I"][0] != 1 or g["KS"][0] != 1:
+        return None
+    (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
+    (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
+    RH = OH + max(kh * DH // SH for kh in range(KH))
+    RW = OW + max(kw * DW // SW for kw in range(KW))
+    plane = RH * RW
+    taps = [((kh * DH) % SH * SW + (kw * DW) % SW) * plane + (kh * DH // SH) * RW + kw * DW // SW
+            for kh in range(KH) for kw in range(KW)]
+    copies = []   # per phase: rows [r0, r1) and columns [c0, c1) that hold input, source offset
+    for a in range(SH):
+        r0 = max(0, -(-(PT - a) // SH))
+        r1 = min(RH, (IH - 1 + PT - a) // SH + 1) if IH - 1 + PT - a >= 0 else 0
+        for b in range(SW):
+            c0 = max(0, -(-(PL - b) // SW))
+            c1 = min(RW, (IW - 1 + PL - b) // SW + 1) if IW - 1 + PL - b >= 0 else 0
+            if r1 > r0 and c1 > c0:
+                copies.append({"base": (a * SW + b) * plane, "r0": r0, "r1": r1, "c0": c0, "c1": c1,
+                               "src": (a - PT) * IW + b - PL})
+    band = max(1, min(OH, DW_BAND_BYTES // (4 * RW)))
+    xp_bytes = _align(4 * (SH * SW * plane + DW_VL))
+    slot_bytes = xp_bytes + _align(4 * (band * RW + DW_VL))
+    if slot_bytes > DW_MAX_SLOT_BYTES:
+        return None
+    return {"SH": SH, "SW": SW, "RH": RH, "RW": RW, "taps": taps, "copies": copies, "band": band,
+            "xp_bytes": xp_bytes, "slot_bytes": slot_bytes, "slots": DW_SLOTS}
+
+
 def winograd_transforms(m: int) -> dict:
     """A^T and B^T as float coefficient rows for the template (dyadic: exact in float)."""
     AT, _, BT = winograd_matrices(m)
@@ -215,7 +253,7 @@ def winograd_transforms(m: int) -> dict:
 class Conv(OpSpec):
     op_type = "Conv"
     template = "conv.c.j2"
-    headers = ("onnxc_gemm.h", "onnxc_conv.h", "onnxc_winograd.h")
+    headers = ("onnxc_gemm.h", "onnxc_conv.h", "onnxc_winograd.h", "onnxc_dwconv.h")
 
     def infer(self, node):
         x, w, b = node.inputs[0], node.inputs[1], node.input(2)
@@ -276,6 +314,9 @@ class Conv(OpSpec):
         slot_off = 0 if pre else g["G"] * wpack_bytes
         slot_bytes = _align(col_bytes + work)
         native = 0 if kind == "depthwise" else slot_off + slots * slot_bytes
+        dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
+        if dw:
+            native = dw["slots"] * dw["slot_bytes"]
         if direct:   # per slot: the padded planes, then the wide output
             wpack, wpack_bytes, pre, slot_off, slots = False, 0, None, 0, CONV_SLOTS
             slot_bytes = _align(direct["xp_bytes"]) + _align(direct["yw_bytes"])
@@ -287,7 +328,7 @@ class Conv(OpSpec):
         return {**g, **lowp, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
                 "prepacked": pre, "slots": slots, "slot_off": slot_off, "slot_bytes": slot_bytes,
                 "dw_lo": dw_lo,
-                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "kind": kind,
+                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
                 "has_bias": node.input(2) is not None, "direct": direct, **epilogue(node)}
