@@ -15,4 +15,83 @@
 ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a) { return (onnxc_vf){0} + a; }
 #endif
 
+/* Pointwise (1x1, stride 1, no pad) with weights packed at compile time like onnxc_sgemm_wpack
+ * (passes/prepack.py, not swapped: per depth block of ONNXC_SGEMM_KC, panels of MR output
+ * channels stored k-major, Rp = channels rounded up to MR). One panel p of MR channels times n
+ * pixel columns of X (row stride ldx), read in place (no packing): Y = bias + W X (+ Z) stored
+ * once from the register tile. tmp: K * NR + 2 * MR * NR floats for the last partial tile. */
+#define ONNXC_PW_TMP_FLOATS(K) ((int64_t)(K) * ONNXC_SGEMM_NR + 2 * ONNXC_SGEMM_MR * ONNXC_SGEMM_NR)
+
+ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x,
+                                   int64_t ldx, const float *bias, const float *z, int64_t ldz, float *y,
+                                   int64_t ldy, int rows)
+{
+#if defined(ONNXC_GEMM_VEC)
+    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
+    _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
+        const onnxc_vf b0 = onnxc_dw_splat(bias && r < rows ? bias[r] : 0.0f);
+        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) acc[r][v] = b0;
+    }
+    for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+        const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
+        const float *w = wp + pc * Rp + p * ONNXC_SGEMM_MR * kc;
+        const float *xk = x + pc * ldx;
+        for (int64_t k = 0; k < kc; ++k, w += ONNXC_SGEMM_MR, xk += ldx) {
+            onnxc_vf xv[ONNXC_SGEMM_NV];
+            _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v)
+                xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);
+            _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
+                const onnxc_vf ws = onnxc_dw_splat(w[r]);
+                _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) acc[r][v] += ws * xv[v];
+            }
+        }
+    }
+    for (int r = 0; r < rows; ++r)
+        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) {
+            onnxc_vf o = acc[r][v];
+            if (z)
+                o += onnxc__vload(z + r * ldz + v * ONNXC_SGEMM_VL);
+            onnxc__vstore(y + r * ldy + v * ONNXC_SGEMM_VL, o);
+        }
+#else
+    float acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NR];
+    for (int r = 0; r < ONNXC_SGEMM_MR; ++r)
+        for (int j = 0; j < ONNXC_SGEMM_NR; ++j) acc[r][j] = bias && r < rows ? bias[r] : 0.0f;
+    for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+        const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
+        const float *w = wp + pc * Rp + p * ONNXC_SGEMM_MR * kc;
+        for (int64_t k = 0; k < kc; ++k)
+            for (int r = 0; r < ONNXC_SGEMM_MR; ++r)
+                for (int j = 0; j < ONNXC_SGEMM_NR; ++j) acc[r][j] += w[k * ONNXC_SGEMM_MR + r] * x[(pc + k) * ldx + j];
+    }
+    for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < ONNXC_SGEMM_NR; ++j) y[r * ldy + j] = acc[r][j] + (z ? z[r * ldz + j] : 0.0f);
+#endif
+}
+
+ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x, int64_t ldx,
+                                 int64_t n, const float *bias, const float *z, int64_t ldz, float *y, int64_t ldy,
+                                 int rows, float *tmp)
+{
+    int64_t j = 0;
+    for (; j + ONNXC_SGEMM_NR <= n; j += ONNXC_SGEMM_NR)
+        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows);
+    const int64_t rem = n - j;
+    if (rem <= 0)
+        return;
+    /* the last columns: copied into a zero-padded tile (no read past X's or Z's rows) */
+    float *const xt = tmp, *const zt = tmp + K * ONNXC_SGEMM_NR, *const yt = zt + ONNXC_SGEMM_MR * ONNXC_SGEMM_NR;
+    for (int64_t k = 0; k < K; ++k) {
+        memcpy(xt + k * ONNXC_SGEMM_NR, x + k * ldx + j, sizeof(float) * rem);
+        memset(xt + k * ONNXC_SGEMM_NR + rem, 0, sizeof(float) * (ONNXC_SGEMM_NR - rem));
+    }
+    if (z)
+        for (int r = 0; r < rows; ++r) {
+            memcpy(zt + r * ONNXC_SGEMM_NR, z + r * ldz + j, sizeof(float) * rem);
+            memset(zt + r * ONNXC_SGEMM_NR + rem, 0, sizeof(float) * (ONNXC_SGEMM_NR - rem));
+        }
+    onnxc__pw_tile(K, Rp, wp, p, xt, ONNXC_SGEMM_NR, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows);
+    for (int r = 0; r < rows; ++r)
+        memcpy(y + r * ldy + j, yt + r * ONNXC_SGEMM_NR, sizeof(float) * rem);
+}
 #endif

@@ -52,6 +52,9 @@ WINO_SLOTS = 4
 DW_SLOTS = 8                 # depthwise (onnxc_dwconv.h): threads with a padded-plane slot each
 DW_MAX_SLOT_BYTES = 1 << 20  # larger planes keep the plain per-row loops
 DW_BAND_BYTES = 16 << 10     # wide output rows computed at once (L1)
+PW_CHUNK_BYTES = 192 << 10   # pointwise (onnxc_pw_rows): X columns per job, K x chunk floats in L2
+PW_SLOTS = 8
+PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
 DW_VL = 16                   # slack after the planes and the band: the widest vector
 
 
@@ -209,6 +212,13 @@ def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
             "v_bytes": _align(4 * nn * Tb * C), "o_bytes": _align(4 * nn * Mp * Tb), "tmp_bytes": _align(4 * tmp)}
 
 
+def pointwise_rows_ok(g, nr: int) -> bool:
+    """onnxc_pw_rows for this 1x1 conv: the pixels fill NR-wide tiles with little padding (its
+    last partial tile costs a whole one; 7x7 and 14x14 layers stay on the swapped SGEMM)."""
+    osp = product(g["O"])
+    return isinstance(osp, int) and (-(-osp // nr) * nr - osp) <= 0.1 * osp
+
+
 def depthwise_phases(g, ct_float: bool) -> dict | None:
     """Depthwise layout of runtime_c/onnxc_dwconv.h, or None (3-D, double, huge planes).
     The zero-padded input plane is split into SH x SW phase planes of RH x RW: phase (a, b)
@@ -314,6 +324,19 @@ class Conv(OpSpec):
         slot_off = 0 if pre else g["G"] * wpack_bytes
         slot_bytes = _align(col_bytes + work)
         native = 0 if kind == "depthwise" else slot_off + slots * slot_bytes
+        pw = None
+        if kind == "pointwise" and pre is not None and pre.get("pw"):
+            # prepacked 1x1 on onnxc_pw_rows: jobs of (pixel chunk, MR-channel panel)
+            mr = pre["mr"]
+            nch = max(CHUNK_ALIGN, PW_CHUNK_BYTES // (4 * K) // CHUNK_ALIGN * CHUNK_ALIGN)
+            if nch < osp:   # balanced chunks
+                nchunks = -(-osp // nch)
+                nch = -(-(-(-osp // nchunks)) // CHUNK_ALIGN) * CHUNK_ALIGN
+            nch = min(nch, osp)
+            tmp = _align(4 * (K * PW_NR_MAX + 2 * PW_MR_MAX * PW_NR_MAX))
+            pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
+                  "tmp_bytes": tmp, "slots": PW_SLOTS}
+            native, wpack_bytes, slots = PW_SLOTS * tmp, pre["stride"], 1
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dw:
             native = dw["slots"] * dw["slot_bytes"]
@@ -328,7 +351,7 @@ class Conv(OpSpec):
         return {**g, **lowp, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
                 "prepacked": pre, "slots": slots, "slot_off": slot_off, "slot_bytes": slot_bytes,
                 "dw_lo": dw_lo,
-                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "kind": kind,
+                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "pw": pw, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
                 "has_bias": node.input(2) is not None, "direct": direct, **epilogue(node)}

@@ -187,6 +187,7 @@ def _winograd(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
 
 def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     from ..ops import lookup
+    from ..ops.conv import pointwise_rows_ok
     next_id = max((v.id for v in graph.values), default=-1) + 1
     if block is not None:
         for node in graph.nodes:
@@ -215,7 +216,9 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
         if p["kind"] in ("depthwise", "direct", "winograd") or p["gemm"] != "s" or p["K"] <= 0 or p["Mg"] <= 0:
             continue
         G, Mg, K = p["G"], p["Mg"], p["K"]
-        swapped = w_swapped(Mg, p["nch"], MR, NR)
+        # 1x1 stride 1 (onnxc_pw_rows) reads the channel panels of the plain orientation
+        pw = p["kind"] == "pointwise" and pointwise_rows_ok(p, NR)
+        swapped = False if pw else w_swapped(Mg, p["nch"], MR, NR)
         P = NR if swapped else MR
         wm = np.ascontiguousarray(w.const, np.float32).reshape(G, Mg, K)
         groups = [pack(wm[g], P) for g in range(G)]
@@ -232,5 +235,5 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
             node.inputs.append(None)
         node.inputs.append(v)                          # input 4: the packed weights
         node.attrs["_unread"] = (1,)                   # the plain weights stay out of the blob
-        node.attrs["_prepacked"] = {"swapped": int(swapped), "mr": MR, "nr": NR, "stride": stride * 4}
+        node.attrs["_prepacked"] = {"swapped": int(swapped), "mr": MR, "nr": NR, "stride": stride * 4, "pw": int(pw)}
     return graph
