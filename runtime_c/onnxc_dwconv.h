@@ -24,13 +24,13 @@ ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a) { return (onnxc_vf){0} + a; }
 
 ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x,
                                    int64_t ldx, const float *bias, const float *z, int64_t ldz, float *y,
-                                   int64_t ldy, int rows)
+                                   int64_t ldy, int rows, int nv)
 {
 #if defined(ONNXC_GEMM_VEC)
     onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
     _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
         const onnxc_vf b0 = onnxc_dw_splat(bias && r < rows ? bias[r] : 0.0f);
-        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) acc[r][v] = b0;
+        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] = b0;
     }
     for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
         const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
@@ -38,16 +38,16 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
         const float *xk = x + pc * ldx;
         for (int64_t k = 0; k < kc; ++k, w += ONNXC_SGEMM_MR, xk += ldx) {
             onnxc_vf xv[ONNXC_SGEMM_NV];
-            _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v)
+            _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv)
                 xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);
             _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
                 const onnxc_vf ws = onnxc_dw_splat(w[r]);
-                _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) acc[r][v] += ws * xv[v];
+                _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] += ws * xv[v];
             }
         }
     }
     for (int r = 0; r < rows; ++r)
-        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) {
             onnxc_vf o = acc[r][v];
             if (z)
                 o += onnxc__vload(z + r * ldz + v * ONNXC_SGEMM_VL);
@@ -75,22 +75,31 @@ ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t
 {
     int64_t j = 0;
     for (; j + ONNXC_SGEMM_NR <= n; j += ONNXC_SGEMM_NR)
-        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows);
+        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows, ONNXC_SGEMM_NV);
     const int64_t rem = n - j;
     if (rem <= 0)
         return;
     /* the last columns: copied into a zero-padded tile (no read past X's or Z's rows) */
     float *const xt = tmp, *const zt = tmp + K * ONNXC_SGEMM_NR, *const yt = zt + ONNXC_SGEMM_MR * ONNXC_SGEMM_NR;
-    for (int64_t k = 0; k < K; ++k) {
-        memcpy(xt + k * ONNXC_SGEMM_NR, x + k * ldx + j, sizeof(float) * rem);
-        memset(xt + k * ONNXC_SGEMM_NR + rem, 0, sizeof(float) * (ONNXC_SGEMM_NR - rem));
-    }
+    for (int64_t k = 0; k < K; ++k)
+        for (int c = 0; c < ONNXC_SGEMM_NR; ++c)
+            xt[k * ONNXC_SGEMM_NR + c] = c < rem ? x[k * ldx + j + c] : 0.0f;
     if (z)
         for (int r = 0; r < rows; ++r) {
             memcpy(zt + r * ONNXC_SGEMM_NR, z + r * ldz + j, sizeof(float) * rem);
             memset(zt + r * ONNXC_SGEMM_NR + rem, 0, sizeof(float) * (ONNXC_SGEMM_NR - rem));
         }
-    onnxc__pw_tile(K, Rp, wp, p, xt, ONNXC_SGEMM_NR, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows);
+#if defined(ONNXC_GEMM_VEC)
+    /* only the vectors that hold columns (a 4-column tail costs one vector of NV) */
+    const int nvt = (int)((rem + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL);
+#else
+    const int nvt = 1;
+#endif
+    if (nvt == 1)
+        onnxc__pw_tile(K, Rp, wp, p, xt, ONNXC_SGEMM_NR, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1);
+    else
+        onnxc__pw_tile(K, Rp, wp, p, xt, ONNXC_SGEMM_NR, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows,
+                       ONNXC_SGEMM_NV);
     for (int r = 0; r < rows; ++r)
         memcpy(y + r * ldy + j, yt + r * ONNXC_SGEMM_NR, sizeof(float) * rem);
 }
