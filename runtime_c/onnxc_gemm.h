@@ -101,95 +101,7 @@ ONNXC_GEMM_INL void onnxc__vstore(float *p, onnxc_vf v) { memcpy(p, &v, sizeof v
 #error "onnxc_gemm.h: register block exceeds the workspace bounds"
 #endif
 
-/* Store an MR x NR accumulator tile (row-major in acc) to C: C = alpha*acc + beta*C. */
-ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t rsc, int64_t csc,
-                                            int mr, int nr, float alpha, float beta)
-{
-    for (int i = 0; i < mr; ++i)
-        for (int j = 0; j < nr; ++j) {
-            const float v = alpha * acc[i * ONNXC_SGEMM_NR + j];
-            float *p = c + i * rsc + j * csc;
-            *p = beta == 0.0f ? v : v + beta * *p;
-        }
-}
-
-#if defined(ONNXC_GEMM_VEC)
-/* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
- * element (i, j) of C at c[i*rsc + j*csc]. */
-ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
-                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
-                                        float alpha, float beta)
-{
-    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
-#pragma GCC unroll 16
-    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            acc[i][j] = (onnxc_vf){0};
-    for (int64_t k = 0; k < kc; ++k) {
-        onnxc_vf bv[ONNXC_SGEMM_NV];
-#pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            bv[j] = onnxc__vload(b + j * ONNXC_SGEMM_VL);
-#pragma GCC unroll 16
-        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
-            const float av = a[i];
-#pragma GCC unroll 4
-            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-                acc[i][j] += av * bv[j];
-        }
-        a += ONNXC_SGEMM_MR;
-        b += ONNXC_SGEMM_NR;
-    }
-    if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR && csc == 1) {
-        if (beta == 0.0f) {
-#pragma GCC unroll 16
-            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
-#pragma GCC unroll 4
-                for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-                    onnxc__vstore(c + i * rsc + j * ONNXC_SGEMM_VL, alpha * acc[i][j]);
-        } else {
-#pragma GCC unroll 16
-            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
-#pragma GCC unroll 4
-                for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
-                    float *p = c + i * rsc + j * ONNXC_SGEMM_VL;
-                    onnxc__vstore(p, alpha * acc[i][j] + beta * onnxc__vload(p));
-                }
-        }
-        return;
-    }
-    float tmp[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
-    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL, acc[i][j]);
-    onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
-}
-#else
-ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
-                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
-                                        float alpha, float beta)
-{
-    float acc[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
-    for (int t = 0; t < ONNXC_SGEMM_MR * ONNXC_SGEMM_NR; ++t)
-        acc[t] = 0.0f;
-    for (int64_t k = 0; k < kc; ++k) {
-        float bk[ONNXC_SGEMM_NR];
-        for (int j = 0; j < ONNXC_SGEMM_NR; ++j)
-            bk[j] = b[j];
-        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
-            const float ai = a[i];
-            for (int j = 0; j < ONNXC_SGEMM_NR; ++j)
-                acc[i * ONNXC_SGEMM_NR + j] += ai * bk[j];
-        }
-        a += ONNXC_SGEMM_MR;
-        b += ONNXC_SGEMM_NR;
-    }
-    onnxc__sgemm_store_tail(acc, c, rsc, csc, mr, nr, alpha, beta);
-}
-#endif
-
-/* ---- packing ------------------------------------------------------------------------------ */
+/* ---- register block: micro-kernel ------------------------------------------------------- */
 #if defined(ONNXC_GEMM_VEC)
 typedef float onnxc_v8f __attribute__((vector_size(32)));
 typedef int32_t onnxc_v8i __attribute__((vector_size(32)));
@@ -222,8 +134,160 @@ ONNXC_GEMM_INL void onnxc__transpose8x8(const float *src, int64_t src_stride, fl
         memcpy(dst + (i + 4) * dst_stride, &hi, sizeof hi);
     }
 }
+
+/* one 8-float row of a transposed tile: p[0..7] = alpha * v + beta * p (p not read when beta == 0) */
+ONNXC_GEMM_INL void onnxc__store8(float *p, onnxc_v8f v, float alpha, float beta)
+{
+    v = alpha * v;
+    if (beta != 0.0f) {
+        onnxc_v8f o;
+        memcpy(&o, p, sizeof o);
+        v += beta * o;
+    }
+    memcpy(p, &v, sizeof v);
+}
 #endif
 
+/* Store a partial (mr x nr) or strided accumulator tile (row-major in acc, row stride NR) to C:
+ * C = alpha*acc + beta*C, element (i, j) at c[i*rsc + j*csc]. Whole vectors where C's rows
+ * (csc == 1) or, for tiles stored transposed (rsc == 1: Winograd, swapped orientations), its
+ * columns of MR == 8 values are contiguous. */
+ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t rsc, int64_t csc,
+                                            int mr, int nr, float alpha, float beta)
+{
+#if defined(ONNXC_GEMM_VEC)
+    if (csc == 1) {
+        const int nv = nr / ONNXC_SGEMM_VL * ONNXC_SGEMM_VL;
+        for (int i = 0; i < mr; ++i) {
+            float *const ci = c + i * rsc;
+            const float *const ai = acc + i * ONNXC_SGEMM_NR;
+            for (int j = 0; j < nv; j += ONNXC_SGEMM_VL) {
+                const onnxc_vf v = alpha * onnxc__vload(ai + j);
+                onnxc__vstore(ci + j, beta == 0.0f ? v : v + beta * onnxc__vload(ci + j));
+            }
+            for (int j = nv; j < nr; ++j)
+                ci[j] = beta == 0.0f ? alpha * ai[j] : alpha * ai[j] + beta * ci[j];
+        }
+        return;
+    }
+#if ONNXC_SGEMM_MR == 8 && ONNXC_SGEMM_NR % 8 == 0
+    if (rsc == 1 && mr == 8) {
+        float t[64];
+        for (int j0 = 0; j0 < nr; j0 += 8) {
+            onnxc__transpose8x8(acc + j0, ONNXC_SGEMM_NR, t, 8);
+            for (int j = 0; j < 8 && j0 + j < nr; ++j) {
+                onnxc_v8f v;
+                memcpy(&v, t + 8 * j, sizeof v);
+                onnxc__store8(c + (j0 + j) * csc, v, alpha, beta);
+            }
+        }
+        return;
+    }
+#endif
+#endif
+    for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; ++j) {
+            const float v = alpha * acc[i * ONNXC_SGEMM_NR + j];
+            float *p = c + i * rsc + j * csc;
+            *p = beta == 0.0f ? v : v + beta * *p;
+        }
+}
+
+#if defined(ONNXC_GEMM_VEC)
+/* acc[i][j] += sum over kc of a[k][i] * b[k][j-th vector], for the first NVU vectors of the
+ * panel (a narrow edge panel skips the multiply-adds on its zero padding) */
+#define ONNXC__SGEMM_KLOOP(NVU)                                                                 \
+    do {                                                                                       \
+        const float *ap = a, *bp = b;                                                          \
+        for (int64_t k = 0; k < kc; ++k) {                                                     \
+            onnxc_vf bv[NVU];                                                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                            \
+                bv[j] = onnxc__vload(bp + j * ONNXC_SGEMM_VL);                                 \
+            _Pragma("GCC unroll 16") for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {                \
+                const float av = ap[i];                                                        \
+                _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                        \
+                    acc[i][j] += av * bv[j];                                                   \
+            }                                                                                  \
+            ap += ONNXC_SGEMM_MR;                                                              \
+            bp += ONNXC_SGEMM_NR;                                                              \
+        }                                                                                      \
+    } while (0)
+
+/* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
+ * element (i, j) of C at c[i*rsc + j*csc]. (Starting from C when beta == 1 measured slower: the
+ * first multiply-adds wait for C.) */
+ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
+                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                        float alpha, float beta)
+{
+    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            acc[i][j] = (onnxc_vf){0};
+    const int nvu = (nr + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL;
+    if (nvu == 1)
+        ONNXC__SGEMM_KLOOP(1);
+#if ONNXC_SGEMM_NV == 3
+    else if (nvu == 2)
+        ONNXC__SGEMM_KLOOP(2);
+#endif
+    else
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_NV);
+    if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR && csc == 1) {
+        if (alpha != 1.0f)
+#pragma GCC unroll 16
+            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+                for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                    acc[i][j] *= alpha;
+        if (beta != 0.0f)
+#pragma GCC unroll 16
+            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+                for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                    acc[i][j] += beta * onnxc__vload(c + i * rsc + j * ONNXC_SGEMM_VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                onnxc__vstore(c + i * rsc + j * ONNXC_SGEMM_VL, acc[i][j]);
+        return;
+    }
+    float tmp[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL, acc[i][j]);
+    onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
+}
+#else
+ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
+                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                        float alpha, float beta)
+{
+    float acc[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
+    for (int t = 0; t < ONNXC_SGEMM_MR * ONNXC_SGEMM_NR; ++t)
+        acc[t] = 0.0f;
+    for (int64_t k = 0; k < kc; ++k) {
+        float bk[ONNXC_SGEMM_NR];
+        for (int j = 0; j < ONNXC_SGEMM_NR; ++j)
+            bk[j] = b[j];
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+            const float ai = a[i];
+            for (int j = 0; j < ONNXC_SGEMM_NR; ++j)
+                acc[i * ONNXC_SGEMM_NR + j] += ai * bk[j];
+        }
+        a += ONNXC_SGEMM_MR;
+        b += ONNXC_SGEMM_NR;
+    }
+    onnxc__sgemm_store_tail(acc, c, rsc, csc, mr, nr, alpha, beta);
+}
+#endif
+
+/* ---- packing ------------------------------------------------------------------------------ */
 /* Pack n (<= W) lines of a strided matrix, element (l, k) at x[l*ls + k*ks], into kc groups of
  * W values (k-major), zero padding lines n..W-1. Used for A panels (W = MR, lines = rows) and B
  * panels (W = NR, lines = columns). */

@@ -452,6 +452,23 @@ def test_gemv_strips_layout():
     assert (tail[:, :22] == b[:, 128:]).all() and (tail[:, 22:] == 0).all()
 
 
+def _compile_isa(src, name, flags, tmp_path):
+    """Compile a test driver against runtime_c with these ISA flags instead of -march/-mtune
+    (skips when the compiler lacks AVX2); returns the flags used."""
+    import subprocess
+    from onnxc import build
+    from onnxc.resources import runtime_dir
+    tc = build.toolchain()
+    used = [f for f in tc.flags if not f.startswith(("-march", "-mtune"))] + flags
+    (tmp_path / f"{name}.c").write_text(src)
+    res = subprocess.run([tc.cc, *used, "-I", str(runtime_dir()), f"{name}.c", "-o", name, "-lm"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    if res.returncode != 0 and "-mavx2" in flags:
+        pytest.skip("no AVX2 compiler support")
+    assert res.returncode == 0, res.stderr
+    return tc.cc, used
+
+
 GEMV_TEST_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,17 +501,8 @@ def test_gemv_kernels_every_isa(flags, tmp_path):
     """onnxc_sgemv_strips / onnxc_sgemv_kn with every vector width (AVX-512, SSE, AVX2, plain
     C): tails of every size, row groups, alpha/beta (beta = 0 over NaN), K = 0, 2 threads."""
     import subprocess
-    from onnxc import build
     from onnxc.passes.prepack import gemv_strips
-    from onnxc.resources import runtime_dir
-    tc = build.toolchain()
-    base = [f for f in tc.flags if not f.startswith(("-march", "-mtune"))]
-    (tmp_path / "g.c").write_text(GEMV_TEST_C)
-    res = subprocess.run([tc.cc, *base, *flags, "-I", str(runtime_dir()), "g.c", "-o", "g", "-lm"], cwd=tmp_path,
-                         capture_output=True, text=True)
-    if res.returncode != 0 and "-mavx2" in flags:
-        pytest.skip("no AVX2 compiler support")
-    assert res.returncode == 0, res.stderr
+    _compile_isa(GEMV_TEST_C, "g", flags, tmp_path)
     for M, N, K, alpha, beta, nt in [(1, 512, 784, 1.0, 0.0, 1), (7, 130, 33, 0.5, 1.5, 1), (13, 17, 5, 1.0, 1.0, 2),
                                      (6, 1, 1, 2.0, 0.0, 1), (3, 40, 0, 1.0, 0.5, 1), (4, 1100, 1024, 1.0, 1.0, 2),
                                      (1, 255, 129, -1.0, 0.0, 1), (12, 64, 48, 1.0, 0.0, 1)]:
@@ -511,3 +519,108 @@ def test_gemv_kernels_every_isa(flags, tmp_path):
         want = alpha * (a.astype(np.float64) @ b) + (beta * c if beta != 0.0 else 0.0)
         for got in out:
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, K) ** 0.5)
+
+
+# ---- SGEMM register-block edges, every ISA branch, against numpy in float64 ------------------
+SGEMM_EDGE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "onnxc_gemm.h"
+/* records: int64 mode, ta, tb, M, N, K, nt, ldc; float alpha, beta; then A (op(A) stored as ta says),
+ * B (as tb says), C (M x ldc; mode 4: N x ldc, element (i, j) at j*ldc + i). Writes C back.
+ * mode 0 onnxc_sgemm, 1/2 wpack+wmul (swapped 0/1), 3 bpacked (B packed in NR panels),
+ * 4 one micro-kernel call storing its tile transposed (M <= MR, N <= NR). */
+static float *rd(FILE *f, int64_t n) { float *p = malloc(sizeof(float) * (n + 1)); if (fread(p, sizeof(float), n, f) != (size_t)n) exit(2); return p; }
+int main(int argc, char **argv)
+{
+    FILE *f = fopen(argv[1], "rb"), *o = fopen(argv[2], "wb");
+    int64_t h[8];
+    float ab[2];
+    while (fread(h, sizeof h, 1, f) == 1 && fread(ab, sizeof ab, 1, f) == 1) {
+        const int64_t mode = h[0], ta = h[1], tb = h[2], M = h[3], N = h[4], K = h[5], nt = h[6], ldc = h[7];
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N, nc = mode == 4 ? N * ldc : M * ldc;
+        float *A = rd(f, M * K), *B = rd(f, K * N), *C = rd(f, nc);
+        void *work = malloc(ONNXC_SGEMM_WORK_BYTES(M, N, K) + ONNXC_SGEMM_WORK_BYTES(N, M, K) + 64);
+        void *pk = malloc(ONNXC_SGEMM_WPACK_BYTES(M + N, K) + 64);
+        if (mode == 0) {
+            onnxc_sgemm((int)ta, (int)tb, M, N, K, ab[0], A, lda, B, ldb, ab[1], C, ldc, work, (int)nt);
+        } else if (mode == 1 || mode == 2) {   /* A plain, B plain */
+            onnxc_sgemm_wpack((int)mode - 1, M, K, A, K, pk, (int)nt);
+            onnxc_sgemm_wmul((int)mode - 1, M, N, K, ab[0], pk, B, N, ab[1], C, ldc, work, (int)nt);
+        } else if (mode == 3) {
+            onnxc__sgemm_prepack(N, K, B, tb ? ldb : 1, tb ? 1 : ldb, onnxc__align64(pk), ONNXC_SGEMM_NR, (int)nt);
+            onnxc_sgemm_bpacked((int)ta, M, N, K, ab[0], A, lda, onnxc__align64(pk), ab[1], C, ldc, work, (int)nt);
+        } else {   /* A plain (M x K), B plain (K x N) */
+            float *ap = onnxc__align64(work), *bp = ap + ONNXC_SGEMM_MR * K + 16;
+            onnxc__sgemm_pack(M, K, A, K, 1, ap, ONNXC_SGEMM_MR);
+            onnxc__sgemm_pack(N, K, B, 1, N, bp, ONNXC_SGEMM_NR);
+            onnxc__sgemm_kernel(K, ap, bp, C, 1, ldc, (int)M, (int)N, ab[0], ab[1]);
+        }
+        fwrite(C, sizeof(float), nc, o);
+        free(A); free(B); free(C); free(work); free(pk);
+    }
+    fclose(o);
+    return 0;
+}
+"""
+
+
+def _sgemm_edge_jobs(mr, nr):
+    """Shapes around the register block (MR x NR) and the depth block (KC) of one ISA branch."""
+    kc = gemm_op.SGEMM_KC
+    jobs = []
+    for i, (M, N, K) in enumerate([(mr, nr, kc), (mr + 1, nr - 1, kc + 1), (mr - 1, nr + 1, kc - 1),
+                                   (2 * mr + 3, 3 * nr - 5, 2 * kc + 7), (4 * mr, 2 * nr + 16, 40),
+                                   (33, 7, 300), (9, 5 * nr - 7, 3), (130, 66, 257), (5, 17, 513)]):
+        for mode in range(4):
+            for ta, tb in ((0, 0), (1, 1), (0, 1), (1, 0)) if mode in (0, 3) else ((0, 0),):
+                alpha, beta = ((1.0, 0.0), (1.0, 1.0), (0.5, -1.5), (-2.0, 0.0))[(i + mode + ta) % 4]
+                jobs.append((mode, ta, tb, M, N, K, 1 + (i + mode) % 2, alpha, beta))
+    for M, N in ((mr, nr), (mr, nr - 3), (mr, 5), (mr - 1, nr), (1, 1), (mr, 1)):   # transposed tile stores
+        for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (0.75, -0.5)):
+            jobs.append((4, 0, 0, M, N, 37, 1, alpha, beta))
+    return jobs
+
+
+@pytest.mark.parametrize("flags", [["-march=native"], ["-mtune=generic"], ["-mavx2", "-mfma"],
+                                   ["-DONNXC_GEMM_PLAIN_C"]])
+def test_sgemm_register_block_edges(flags, tmp_path):
+    """onnxc_sgemm (every transpose; small N takes the transposed orientation), wmul both ways,
+    bpacked and single micro-kernel calls storing transposed tiles: M, N, K around MR, NR, KC
+    (narrow edge panels, partial tiles), alpha/beta (beta = 0 over a NaN-filled C), inf and NaN
+    in the operands, 1 and 2 threads."""
+    import subprocess
+    from onnxc.passes.prepack import sgemm_block
+    cc, used = _compile_isa(SGEMM_EDGE_C, "e", flags, tmp_path)
+    mr, nr = sgemm_block(cc, tuple(used))
+    jobs, wants = _sgemm_edge_jobs(mr, nr), []
+    with open(tmp_path / "in.bin", "wb") as fh:
+        for n, (mode, ta, tb, M, N, K, nt, alpha, beta) in enumerate(jobs):
+            a, b = rand((M, K)), rand((K, N))
+            if n % 3 == 0:
+                a[M // 2, K // 3] = np.inf
+                b[K // 2, N - 1] = np.nan
+            if n % 5 == 0:
+                b[K - 1, 0] = -np.inf
+            ldc = (M if mode == 4 else N) + 3
+            c = rand((N, ldc) if mode == 4 else (M, ldc))
+            if beta == 0.0:
+                c[:] = np.nan
+            with np.errstate(invalid="ignore", over="ignore"):
+                prod = alpha * (a.astype(np.float64) @ b)
+            want = c.astype(np.float64).copy()
+            view = want[:, :M].T if mode == 4 else want[:, :N]
+            view[...] = prod + (beta * view if beta != 0.0 else 0.0)
+            wants.append(want)
+            fh.write(np.array([mode, ta, tb, M, N, K, nt, ldc], np.int64).tobytes())
+            fh.write(np.array([alpha, beta], np.float32).tobytes())
+            for arr in (a.T if ta else a, b.T if tb else b, c):
+                fh.write(np.ascontiguousarray(arr, np.float32).tobytes())
+    run = subprocess.run([str(tmp_path / "e"), "in.bin", "out.bin"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    out, off = np.fromfile(tmp_path / "out.bin", np.float32), 0
+    for job, want in zip(jobs, wants):
+        got = out[off:off + want.size].reshape(want.shape)
+        off += want.size
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, job[5]) ** 0.5, err_msg=str(job))
+    assert off == out.size
