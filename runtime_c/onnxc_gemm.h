@@ -194,16 +194,17 @@ ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t 
 }
 
 #if defined(ONNXC_GEMM_VEC)
-/* acc[i][j] += sum over kc of a[k][i] * b[k][j-th vector], for the first NVU vectors of the
- * panel (a narrow edge panel skips the multiply-adds on its zero padding) */
-#define ONNXC__SGEMM_KLOOP(NVU)                                                                 \
+/* acc[i][j] += sum over kc of a[k][i] * b[k][j-th vector], for the first MRU rows and NVU
+ * vectors of the tile (edge panels skip the multiply-adds on their zero padding: a 7 x 7 feature
+ * map is 6 full row panels and one of a single row) */
+#define ONNXC__SGEMM_KLOOP(MRU, NVU)                                                            \
     do {                                                                                       \
         const float *ap = a, *bp = b;                                                          \
         for (int64_t k = 0; k < kc; ++k) {                                                     \
             onnxc_vf bv[NVU];                                                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                            \
                 bv[j] = onnxc__vload(bp + j * ONNXC_SGEMM_VL);                                 \
-            _Pragma("GCC unroll 16") for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {                \
+            _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i) {                         \
                 const float av = ap[i];                                                        \
                 _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                        \
                     acc[i][j] += av * bv[j];                                                   \
@@ -227,14 +228,19 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, con
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
             acc[i][j] = (onnxc_vf){0};
     const int nvu = (nr + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL;
-    if (nvu == 1)
-        ONNXC__SGEMM_KLOOP(1);
+    enum { MR2 = ONNXC_SGEMM_MR / 2, MR4 = ONNXC_SGEMM_MR / 4 };
+    if (mr <= MR4)
+        ONNXC__SGEMM_KLOOP(MR4, ONNXC_SGEMM_NV);
+    else if (mr <= MR2)
+        ONNXC__SGEMM_KLOOP(MR2, ONNXC_SGEMM_NV);
+    else if (nvu == 1)
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 1);
 #if ONNXC_SGEMM_NV == 3
     else if (nvu == 2)
-        ONNXC__SGEMM_KLOOP(2);
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 2);
 #endif
     else
-        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_NV);
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV);
     if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR && csc == 1) {
         if (alpha != 1.0f)
 #pragma GCC unroll 16
@@ -550,10 +556,13 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
                                               ONNXC_SGEMM_MR * kcmax);
     const int par = nt > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN;
     (void)par;
+    /* equal chunks (1024 rows: 2 x 512, not 960 + 64, which packs all of B for 64 rows) */
+    const int64_t nch = (M + ONNXC_SGEMM_MCH - 1) / ONNXC_SGEMM_MCH;
+    const int64_t chunk = onnxc__roundup((M + nch - 1) / nch, ONNXC_SGEMM_MR);
 
 #pragma omp parallel num_threads(nt) if(par)
-    for (int64_t ic0 = 0; ic0 < M; ic0 += ONNXC_SGEMM_MCH) {
-        const int64_t mch = onnxc__gmin(ONNXC_SGEMM_MCH, M - ic0);
+    for (int64_t ic0 = 0; ic0 < M; ic0 += chunk) {
+        const int64_t mch = onnxc__gmin(chunk, M - ic0);
         const int64_t npa = (mch + ONNXC_SGEMM_MR - 1) / ONNXC_SGEMM_MR;   /* A panels */
         const int64_t nmb = (mch + ONNXC_SGEMM_MC - 1) / ONNXC_SGEMM_MC;   /* L2 row blocks */
         for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {

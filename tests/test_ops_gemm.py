@@ -571,12 +571,14 @@ def _sgemm_edge_jobs(mr, nr):
     jobs = []
     for i, (M, N, K) in enumerate([(mr, nr, kc), (mr + 1, nr - 1, kc + 1), (mr - 1, nr + 1, kc - 1),
                                    (2 * mr + 3, 3 * nr - 5, 2 * kc + 7), (4 * mr, 2 * nr + 16, 40),
-                                   (33, 7, 300), (9, 5 * nr - 7, 3), (130, 66, 257), (5, 17, 513)]):
+                                   (33, 7, 300), (9, 5 * nr - 7, 3), (130, 66, 257), (5, 17, 513),
+                                   (3 * mr + mr // 2, nr + 2, 70), (mr + mr // 4, 49, 300)]):
         for mode in range(4):
             for ta, tb in ((0, 0), (1, 1), (0, 1), (1, 0)) if mode in (0, 3) else ((0, 0),):
                 alpha, beta = ((1.0, 0.0), (1.0, 1.0), (0.5, -1.5), (-2.0, 0.0))[(i + mode + ta) % 4]
                 jobs.append((mode, ta, tb, M, N, K, 1 + (i + mode) % 2, alpha, beta))
-    for M, N in ((mr, nr), (mr, nr - 3), (mr, 5), (mr - 1, nr), (1, 1), (mr, 1)):   # transposed tile stores
+    for M, N in ((mr, nr), (mr, nr - 3), (mr, 5), (mr - 1, nr), (1, 1), (mr, 1), (mr // 2, nr - 1),
+                 (mr // 2 + 1, 3), (max(1, mr // 4), nr)):   # transposed tile stores, row-narrow kernels
         for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (0.75, -0.5)):
             jobs.append((4, 0, 0, M, N, 37, 1, alpha, beta))
     return jobs
