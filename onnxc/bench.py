@@ -82,11 +82,12 @@ def side_by_side(run_a, run_b, seconds: float = 3.0, warmup: int = 3, settle: fl
         run_a()
         if run_b:
             run_b()
-    ka = _calls_per_sample(run_a)
-    kb = _calls_per_sample(run_b) if run_b else 0
+    block = 0.025 if settle else 0.002          # with pauses: longer blocks, at most 40 of them
+    ka = _calls_per_sample(run_a, block)
+    kb = _calls_per_sample(run_b, block) if run_b else 0
     ta, tb = [], []
     end = time.perf_counter() + seconds
-    while time.perf_counter() < end or len(ta) < 5:
+    while (time.perf_counter() < end or len(ta) < 5) and not (settle and len(ta) >= 40):
         if settle:
             time.sleep(settle)
             end += settle * (2 if run_b else 1)      # measuring time excludes the pauses
