@@ -93,23 +93,9 @@ def _load_alias(path: str, ident: tuple):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _passive_openmp_waits() -> None:
-    """OpenMP threads that wait passively (sleep) rather than spin, unless the user chose.
-
-    Set before the first library loads libgomp (it reads the variable once). Measured on the
-    2-core benchmark machine, 2 threads: with spinning waits, every fork/join whose other thread
-    shares its core with anything (another process, onnxruntime's spinning workers) costs a
-    scheduler time slice — ResNet-18 took 161 ms instead of 19 under load, BERT 9.9 ms
-    instead of 5.3 — while sleeping waits were as fast on a quiet machine (ResNet-18 alone:
-    10.8 ms vs 13.2 spinning). Users keep control: OMP_WAIT_POLICY or GOMP_SPINCOUNT set win."""
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-
-
 @lru_cache(maxsize=None)
 def _load(path: str, ident: tuple = ()):
     """Load once per path and file identity (ident is part of the cache key only)."""
-    _passive_openmp_waits()
     try:
         handle = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0))
         fn = handle.onnxc_meta_json

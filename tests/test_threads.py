@@ -137,29 +137,3 @@ def test_sessions_with_static_and_tiny_models_under_threads():
     _hammer(N_THREADS, work)
     assert not bad
 
-
-def test_openmp_waits_passively_unless_the_user_chose():
-    """Sleeping OpenMP waits (onnxc.library._passive_openmp_waits): set before the first library
-    loads when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set; a user's choice is kept."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-    code = ("import os, numpy as np, onnxc\n"
-            "from onnx import helper, TensorProto as T\n"
-            "x = helper.make_tensor_value_info('x', T.FLOAT, [2])\n"
-            "g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'g', [x], "
-            "[helper.make_tensor_value_info('y', T.FLOAT, [2])])\n"
-            "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)])\n"
-            "s = onnxc.InferenceSession(m.SerializeToString())\n"
-            "assert s.run(None, {'x': np.array([-1, 2], np.float32)})[0].tolist() == [0, 2]\n"
-            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))\n")
-    root = str(Path(__file__).resolve().parent.parent)
-    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    base["PYTHONPATH"] = os.pathsep.join([root, base.get("PYTHONPATH", "")])
-    for extra, want in (({}, "PASSIVE None"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE None"),
-                        ({"GOMP_SPINCOUNT": "1000"}, "None 1000")):
-        out = subprocess.run([sys.executable, "-c", code], env={**base, **extra}, capture_output=True,
-                             text=True, timeout=300)
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.split()[-2:] == want.split()
