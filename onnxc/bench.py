@@ -164,7 +164,7 @@ def run_suite(models_dir: str, threads=(1, 2), seconds: float = 3.0, only: list 
             # any listed batch, and a batched one at the batch it was made for
             if os.path.exists(ref) and (b is None or not meta.get("batch_param") or b == _ref_batch(meta)):
                 z = np.load(ref, allow_pickle=False)
-                feed = {k[3:]: z[k] for k in z.files if k.startswith("in_")}
+                feed = {k[3:]: z[k] for k in z.files if k.startswith("in_")} or None   # none stored: random
             mf = (meta.get("mflops") or {}).get(str(b if b is not None else 1))
             for nt in threads:
                 try:
