@@ -533,6 +533,14 @@ ONNXC_GEMM_FN int onnxc__sgemm_small(int64_t M, int64_t N, int64_t K, float alph
     return 1;
 }
 
+/* C = beta * C (0 when beta is 0, whatever C held): a product with an empty depth */
+ONNXC_GEMM_INL void onnxc__sgemm_scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc)
+{
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+            C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
 /* ---- SGEMM --------------------------------------------------------------------------------- */
 ONNXC_GEMM_INL float *onnxc__align64(void *p)
 {
@@ -697,9 +705,7 @@ ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int
     if (M <= 0 || N <= 0)
         return;
     if (K <= 0) {
-        for (int64_t i = 0; i < M; ++i)
-            for (int64_t j = 0; j < N; ++j)
-                C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        onnxc__sgemm_scale_c(M, N, beta, C, ldc);
         return;
     }
     if (M <= ONNXC_SGEMM_SMALL_M && onnxc__sgemm_small(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, nt))

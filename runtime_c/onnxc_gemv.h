@@ -173,9 +173,7 @@ ONNXC_GEMM_FN void onnxc_sgemv_kn(int64_t M, int64_t N, int64_t K, float alpha, 
     if (M <= 0 || N <= 0)
         return;
     if (K <= 0) {
-        for (int64_t i = 0; i < M; ++i)
-            for (int64_t j = 0; j < N; ++j)
-                C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        onnxc__sgemm_scale_c(M, N, beta, C, ldc);
         return;
     }
 #if defined(_OPENMP)

@@ -136,4 +136,3 @@ def test_sessions_with_static_and_tiny_models_under_threads():
                 bad.append((t, i))
     _hammer(N_THREADS, work)
     assert not bad
-
