@@ -18,6 +18,7 @@ from .common import attr_enum, fail
 from .elementwise import c_math
 from .gemm import c_float, sgemm_work_bytes
 from .registry import OpSpec, register
+from ..passes.prepack_rnn import U, rnn_strides
 
 D = dtypes.BY_NAME
 TYPES = (D["float"], D["double"])
@@ -49,7 +50,7 @@ class _Recurrent(OpSpec):
     cell = "rnn"
     gates = 1
     default_acts = ("Tanh",)
-    headers = ("onnxc_gemm.h", "onnxc_gemv.h", "onnxc_vmath.h")
+    headers = ("onnxc_gemm.h", "onnxc_rnn.h", "onnxc_vmath.h")
 
     def geometry(self, node) -> dict:
         x, w, r = node.inputs[0], node.inputs[1], node.inputs[2]
@@ -145,10 +146,17 @@ class _Recurrent(OpSpec):
         et = node.inputs[0].etype
         es = et.itemsize
         T, B, Hs, G, Isz = g["T"], g["B"], g["H"], g["G"], g["I"]
-        parts = [("xw", T * B * G * Hs * es), ("hr", B * G * Hs * es), ("h", B * Hs * es),
-                 ("c", B * Hs * es), ("rh", B * Hs * es)]
-        if et.name == "float":
-            parts.append(("work", dmax(sgemm_work_bytes(T * B, G * Hs, Isz), sgemm_work_bytes(B, G * Hs, Hs))))
+        if node.attrs.get("_prepacked_rnn"):
+            # fused steps: X W^T of both directions (interleaved columns), h double-buffered
+            N = G * (-(-Hs // U) * U)
+            parts = [("xw", g["nd"] * T * B * N * es), ("h", 2 * B * Hs * es), ("c", B * Hs * es),
+                     ("work", sgemm_work_bytes(T * B, N, Isz))]
+        else:
+            parts = [("xw", T * B * G * Hs * es), ("hr", B * G * Hs * es), ("h", B * Hs * es),
+                     ("c", B * Hs * es), ("rh", B * Hs * es)]
+            if et.name == "float":
+                parts.append(("work", dmax(sgemm_work_bytes(T * B, G * Hs, Isz),
+                                           sgemm_work_bytes(B, G * Hs, Hs))))
         off, offs = 0, {}
         for name, size in parts:
             offs[name] = off
@@ -162,6 +170,9 @@ class _Recurrent(OpSpec):
         clip = node.attr("clip")
         ct = x.etype.cc
         outs = list(node.outputs) + [None] * 3
+        fused = node.attrs.get("_prepacked_rnn") or None
+        Hp = -(-g["H"] // U) * U
+        strides = rnn_strides(g["G"], g["H"], g["I"], fused.get("nr") if fused else None)
         return {**g, "cell": self.cell, "acts": self.activations(node, g), "offs": offs,
                 "kind": "s" if x.etype.name == "float" else "d",
                 "clip": c_float(float(clip), ct) if clip is not None else None,
@@ -174,10 +185,10 @@ class _Recurrent(OpSpec):
                 "yc": self.cell == "lstm" and outs[2] is not None,
                 "input_forget": int(node.attr("input_forget", 0) or 0) if self.cell == "lstm" else 0,
                 "lbr": int(node.attr("linear_before_reset", 0) or 0) if self.cell == "gru" else 0,
-                # W^T, R^T as column strips (passes/prepack.py): inputs 8, 9; floats per direction
-                "strips": bool(node.attrs.get("_prepacked_rnn")),
-                "ws_stride": g["I"] * -(-g["G"] * g["H"] // 16) * 16,
-                "rs_stride": g["H"] * -(-g["G"] * g["H"] // 16) * 16}
+                # constant W, R laid out by passes/prepack_rnn.py (inputs 8, 9): fused steps
+                "fused": fused, "wpanels": fused if fused and "nr" in fused else None,
+                "U": U, "Hp": Hp, "nblk": Hp // U,
+                "ws_stride": strides[0], "rs_stride": strides[1]}
 
     def scratch(self, node):
         return self._layout(node, self.geometry(node))[1]

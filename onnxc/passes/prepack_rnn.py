@@ -1,0 +1,61 @@
+"""Compile-time layout of constant LSTM / RNN / GRU(linear_before_reset) weights for the fused
+step of templates/c/ops/rnn.c.j2 (runtime_c/onnxc_rnn.h).
+
+Hidden units are cut into blocks of U = 16 (zero units pad the last one). Column q of the
+gate-interleaved order is unit u * U + i of gate g for q = (u * G + g) * U + i, so one block's
+gates are adjacent and the step applies them right after the block's product.
+
+Input 9, R per direction: block u holds its H rows (k) of G * U floats contiguously, block u at
+float offset u * H * G * U (a thread's blocks are one contiguous range).
+Input 8, W per direction, rows in the interleaved order (G * Hp rows of I floats): packed as
+onnxc__sgemm_prepack's NR-wide panels for onnxc_sgemm_bpacked when the register block is known
+(`_prepacked_rnn` = {"mr", "nr"}), else plain rows for onnxc_sgemm with transB (`plain`).
+Directions at 64-byte aligned float strides (rnn_strides).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+U = 16   # mirrors ONNXC_RNN_U
+
+
+def _round(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def rnn_strides(G: int, H: int, I: int, nr: int | None) -> tuple[int, int]:
+    """(W floats, R floats) per direction."""
+    N = G * _round(H, U)
+    wrows = _round(N, nr) if nr else N
+    return _round(wrows * I, 16), _round(N * H, 16)
+
+
+def interleave_rows(m: np.ndarray, G: int, H: int) -> np.ndarray:
+    """(G * H, K) gate-major rows -> (G * Hp, K) in the interleaved order, zero rows for padding."""
+    Hp = _round(H, U)
+    out = np.zeros((Hp // U, G, U, m.shape[1]), np.float32)
+    src = np.zeros((G, Hp, m.shape[1]), np.float32)
+    src[:, :H] = m.reshape(G, H, m.shape[1])
+    out[:] = src.reshape(G, Hp // U, U, m.shape[1]).transpose(1, 0, 2, 3)
+    return out.reshape(G * Hp, m.shape[1])
+
+
+def pack_rnn(w: np.ndarray, r: np.ndarray, G: int, block: tuple[int, int] | None):
+    """(W data, R data, attrs) for W (nd, G*H, I) and R (nd, G*H, H)."""
+    from .prepack import pack
+    nd, _, I = w.shape
+    H = r.shape[2]
+    Hp = _round(H, U)
+    nr = block[1] if block else None
+    wst, rst = rnn_strides(G, H, I, nr)
+    wd = np.zeros((nd, wst), np.float32)
+    rd = np.zeros((nd, rst), np.float32)
+    for d in range(nd):
+        wi = interleave_rows(w[d], G, H)
+        wp = pack(wi, nr) if nr else wi.reshape(-1)
+        wd[d, :wp.size] = wp
+        # R^T blocks: [u][k][g * U + i] = R[g * H + u * U + i, k]
+        ri = interleave_rows(r[d], G, H).reshape(Hp // U, G * U, H).transpose(0, 2, 1)
+        rd[d, :ri.size] = ri.reshape(-1)
+    attrs = {"mr": block[0], "nr": block[1]} if block else {"plain": True}
+    return wd.reshape(-1), rd.reshape(-1), attrs
