@@ -119,22 +119,26 @@ def _gemm_strips(graph: Graph, node, next_id: int) -> int:
     return next_id
 
 
-def _rnn_strips(graph: Graph, node, next_id: int) -> int:
-    """LSTM, RNN, GRU(linear_before_reset=1): W^T and R^T strips per direction (inputs 8, 9)."""
+def _rnn_strips(graph: Graph, node, next_id: int, block) -> int:
+    """LSTM, RNN, GRU(linear_before_reset=1) with constant W and R: gate-interleaved W (SGEMM
+    panels when the block is known) and R blocks per direction, inputs 8 and 9 (prepack_rnn.py)."""
+    from .prepack_rnn import pack_rnn
     if node.op_type == "GRU" and not int(node.attr("linear_before_reset", 0) or 0):
         return next_id
     w, r = node.inputs[1], node.inputs[2]
     if not (_const_float(w) and _const_float(r)) or node.inputs[0].etype.name != "float" or len(node.inputs) > 8:
         return next_id
     wc, rc = np.asarray(w.const, np.float32), np.asarray(r.const, np.float32)
-    if wc.ndim != 3 or rc.ndim != 3:
+    if wc.ndim != 3 or rc.ndim != 3 or 0 in wc.shape or 0 in rc.shape:
         return next_id
-    ws = np.concatenate([gemv_strips(wc[d].T) for d in range(wc.shape[0])])
-    rs = np.concatenate([gemv_strips(rc[d].T) for d in range(rc.shape[0])])
-    next_id = _add_input(graph, node, 8, f"{w.name} (strips)", ws, next_id)
-    next_id = _add_input(graph, node, 9, f"{r.name} (strips)", rs, next_id)
+    G = {"LSTM": 4, "GRU": 3, "RNN": 1}[node.op_type]
+    if wc.shape[1] != rc.shape[1] or rc.shape[1] != G * rc.shape[2]:
+        return next_id                          # the op reports the shape error
+    ws, rs, attrs = pack_rnn(wc, rc, G, block)
+    next_id = _add_input(graph, node, 8, f"{w.name} (interleaved)", ws, next_id)
+    next_id = _add_input(graph, node, 9, f"{r.name} (interleaved)", rs, next_id)
     node.attrs["_unread"] = (1, 2)
-    node.attrs["_prepacked_rnn"] = True
+    node.attrs["_prepacked_rnn"] = attrs
     return next_id
 
 
@@ -198,7 +202,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
             next_id = _direct_blocks(graph, node, next_id)
         if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
                 and not node.attrs.get("_prepacked_rnn"):
-            next_id = _rnn_strips(graph, node, next_id)
+            next_id = _rnn_strips(graph, node, next_id, block)
         if node.op_type in ("Gemm", "FusedGemm") and node.attrs.get("_prepacked") is None:
             next_id = _gemm_strips(graph, node, next_id)
     if block is None:
