@@ -69,9 +69,11 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
 #endif
 }
 
+/* xpad: every row of X is readable up to a multiple of 16 columns past n (a padded copy), so the
+ * last columns are read in place (no per-panel copy of K x NR floats). */
 ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x, int64_t ldx,
                                  int64_t n, const float *bias, const float *z, int64_t ldz, float *y, int64_t ldy,
-                                 int rows, float *tmp)
+                                 int rows, float *tmp, int xpad)
 {
     int64_t j = 0;
     for (; j + ONNXC_SGEMM_NR <= n; j += ONNXC_SGEMM_NR)
@@ -80,10 +82,17 @@ ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t
     if (rem <= 0)
         return;
     /* the last columns: copied into a zero-padded tile (no read past X's or Z's rows) */
-    float *const xt = tmp, *const zt = tmp + K * ONNXC_SGEMM_NR, *const yt = zt + ONNXC_SGEMM_MR * ONNXC_SGEMM_NR;
-    for (int64_t k = 0; k < K; ++k)
-        for (int c = 0; c < ONNXC_SGEMM_NR; ++c)
-            xt[k * ONNXC_SGEMM_NR + c] = c < rem ? x[k * ldx + j + c] : 0.0f;
+    float *const zt = tmp + K * ONNXC_SGEMM_NR, *const yt = zt + ONNXC_SGEMM_MR * ONNXC_SGEMM_NR;
+    const float *xt = x + j;
+    int64_t ldt = ldx;
+    if (!xpad) {
+        float *const xc = tmp;
+        for (int64_t k = 0; k < K; ++k)
+            for (int c = 0; c < ONNXC_SGEMM_NR; ++c)
+                xc[k * ONNXC_SGEMM_NR + c] = c < rem ? x[k * ldx + j + c] : 0.0f;
+        xt = xc;
+        ldt = ONNXC_SGEMM_NR;
+    }
     if (z)
         for (int r = 0; r < rows; ++r) {
             memcpy(zt + r * ONNXC_SGEMM_NR, z + r * ldz + j, sizeof(float) * rem);
@@ -96,9 +105,13 @@ ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t
     const int nvt = 1;
 #endif
     if (nvt == 1)
-        onnxc__pw_tile(K, Rp, wp, p, xt, ONNXC_SGEMM_NR, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1);
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1);
+#if ONNXC_SGEMM_NV == 3
+    else if (nvt == 2)
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 2);
+#endif
     else
-        onnxc__pw_tile(K, Rp, wp, p, xt, ONNXC_SGEMM_NR, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows,
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows,
                        ONNXC_SGEMM_NV);
     for (int r = 0; r < rows; ++r)
         memcpy(y + r * ldy + j, yt + r * ONNXC_SGEMM_NR, sizeof(float) * rem);

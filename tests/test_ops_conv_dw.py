@@ -147,3 +147,29 @@ def test_pointwise_symbolic_batch_threads_nan(nt):
         feeds["x"][0, 3, 4, 5], feeds["x"][n - 1, 7, 29, 29], feeds["z"][0, 1, 2, 2] = np.nan, np.inf, -np.inf
         got = run_threads(mdl, feeds, nt)
         assert np.isnan(got[0, :, 4, 5]).all() and got[0, 1, 2, 2] == 0   # -inf clipped
+
+
+XPAD_CASES = [
+    ((1, 24, 14, 14), 40, 1),     # 196 pixels: 4 tiles + 4 columns read from the padded copy
+    ((2, 300, 13, 13), 19, 1),    # 169: K > ONNXC_SGEMM_KC, batch 2, partial channel panel
+    ((1, 16, 14, 14), 24, 4),     # grouped: each group's rows of the copy
+]
+
+
+@pytest.mark.parametrize("xs,m,group", XPAD_CASES)
+@pytest.mark.parametrize("fuse", ["", "clip", "res_relu"])
+def test_pointwise_padded_copy(xs, m, group, fuse):
+    mdl, feeds = conv_model(xs, (m, xs[1] // group, 1, 1), {"group": group}, fuse)
+    p = params(mdl)[0]
+    assert p["kind"] == "pointwise" and p["pw"] and p["pw"]["xpad"] == -(-xs[2] * xs[3] // 16) * 16
+    check(mdl, feeds, rtol=1e-4, atol=1e-5 * max(1, xs[1]) ** 0.5)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_pointwise_padded_copy_threads_nan(nt):
+    mdl, _ = conv_model((2, 32, 14, 14), (96, 32, 1, 1), {}, "res_clip", batch="N")
+    for n in (1, 2):
+        feeds = {"x": rand((n, 32, 14, 14)), "z": rand((n, 96, 14, 14))}
+        feeds["x"][n - 1, 3, 13, 13], feeds["x"][0, 5, 13, 12], feeds["z"][0, 1, 13, 13] = np.nan, np.inf, -np.inf
+        got = run_threads(mdl, feeds, nt)
+        assert np.isnan(got[n - 1, :, 13, 13]).all() and got[0, 1, 13, 13] == 0 or np.isnan(got[0, 1, 13, 13])

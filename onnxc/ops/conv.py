@@ -54,6 +54,8 @@ DW_MAX_SLOT_BYTES = 1 << 20  # larger planes keep the plain per-row loops
 DW_BAND_BYTES = 16 << 10     # wide output rows computed at once (L1)
 PW_CHUNK_BYTES = 192 << 10   # pointwise (onnxc_pw_rows): X columns per job, K x chunk floats in L2
 PW_SLOTS = 8
+PW_PAD = 16                  # padded copy of X for pointwise (pointwise_xpad): rows of whole vectors
+PW_XPAD_MAX_BYTES = 1 << 20
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
 DW_VL = 16                   # slack after the planes and the band: the widest vector
 
@@ -212,11 +214,26 @@ def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
             "v_bytes": _align(4 * nn * Tb * C), "o_bytes": _align(4 * nn * Mp * Tb), "tmp_bytes": _align(4 * tmp)}
 
 
-def pointwise_rows_ok(g, nr: int) -> bool:
-    """onnxc_pw_rows for this 1x1 conv: the pixels fill NR-wide tiles with little padding
-    (measured: 14x14 and 7x7 layers are faster on the swapped SGEMM)."""
+def pointwise_xpad(g, nr: int) -> int:
+    """Row length of the padded copy of X that onnxc_pw_rows reads its last tile from (pixels
+    rounded up to 16: whole vectors), or 0 where the pixels fill NR-wide tiles or X is large."""
     osp = product(g["O"])
-    return isinstance(osp, int) and (-(-osp // nr) * nr - osp) <= 0.1 * osp
+    ldp = -(-osp // PW_PAD) * PW_PAD
+    if osp % nr == 0 or 4 * g["C"] * ldp > PW_XPAD_MAX_BYTES:
+        return 0
+    return ldp
+
+
+def pointwise_rows_ok(g, nr: int) -> bool:
+    """onnxc_pw_rows for this 1x1 conv: the pixels fill NR-wide tiles with little padding, or
+    whole vectors of a padded copy of X do (14x14: 13 vectors for 196 pixels). 7x7 pads 49 to
+    64 and stays on the swapped SGEMM."""
+    osp = product(g["O"])
+    if not isinstance(osp, int):
+        return False
+    if pointwise_xpad(g, nr):
+        return -(-osp // PW_PAD) * PW_PAD - osp <= 0.1 * osp
+    return (-(-osp // nr) * nr - osp) <= 0.1 * osp
 
 
 def depthwise_phases(g, ct_float: bool) -> dict | None:
@@ -334,9 +351,10 @@ class Conv(OpSpec):
                 nch = -(-(-(-osp // nchunks)) // CHUNK_ALIGN) * CHUNK_ALIGN
             nch = min(nch, osp)
             tmp = _align(4 * (K * PW_NR_MAX + 2 * PW_MR_MAX * PW_NR_MAX))
+            xpad = pointwise_xpad(g, pre["nr"])
             pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
-                  "tmp_bytes": tmp, "slots": PW_SLOTS}
-            native, wpack_bytes, slots = PW_SLOTS * tmp, pre["stride"], 1
+                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad}
+            native, wpack_bytes, slots = PW_SLOTS * tmp + _align(4 * g["C"] * xpad), pre["stride"], 1
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dw:
             native = dw["slots"] * dw["slot_bytes"]
