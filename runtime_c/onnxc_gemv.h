@@ -23,11 +23,18 @@
 
 #include "onnxc_gemm.h"
 
-/* multiply-adds below which onnxc_sgemv_kn stays on one thread: it streams B from L2/L3, and a
- * thread wake-up (microseconds, milliseconds on a loaded machine) costs more below this */
 #define ONNXC_GEMV_SW 128          /* strip width of prepacked operands (8 vectors of 16) */
+/* multiply-adds below which a GEMV stays on one thread: 512 KB of B; above it each thread streams
+ * its own columns (two cores read L3 at ~1.6x one core's rate: mlp batch 1 27 -> 13 us at 2
+ * threads); below it a wake-up costs about what the split saves. onnxc_threads.h takes one thread
+ * for the whole run where even that does not pay. */
 #ifndef ONNXC_GEMV_PAR_MIN
-#define ONNXC_GEMV_PAR_MIN 4194304
+#define ONNXC_GEMV_PAR_MIN 131072
+#endif
+/* 1-row tiles prefetch B this many rows ahead: weights of a batch-1 layer stream from L3, and the
+ * hardware prefetcher alone left ~20% of the bandwidth unused (mlp batch 1: 25.9 -> 23.7 us) */
+#ifndef ONNXC_GEMV_PF
+#define ONNXC_GEMV_PF 4
 #endif
 #define ONNXC_GEMV_PAD 16          /* strips' width rounded up to this many floats (prepack) */
 #define ONNXC_GEMV_STRIPS_FLOATS(N, K) ((int64_t)(K) * (((N) + ONNXC_GEMV_PAD - 1) / ONNXC_GEMV_PAD * ONNXC_GEMV_PAD))
@@ -60,6 +67,10 @@
                 onnxc_vf bv[NV];                                                               \
                 _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                           \
                     bv[v] = onnxc__vload(b + v * ONNXC__GV);                                   \
+                if (ONNXC_GEMV_PF && MR == 1 && NV == 8) {                                     \
+                    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                       \
+                        __builtin_prefetch(b + ONNXC_GEMV_PF * ldb + v * ONNXC__GV, 0, 3);     \
+                }                                                                              \
                 _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                         \
                     const float a = A[r * lda + k + s];                                        \
                     _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                       \

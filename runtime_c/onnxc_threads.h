@@ -1,0 +1,112 @@
+/* onnxc_threads.h: how many threads a run takes (adaptive, per input shape).
+ *
+ * Each parallel loop is an OpenMP fork/join: the caller waits at the join for every team thread.
+ * On a quiet machine that costs about a microsecond; while other processes keep the cores busy a
+ * team thread that is not running costs the caller a scheduler time slice (milliseconds) at every
+ * join: measured here, BERT at 2 threads went from 2.5 ms to 1.1 s per run. And some shapes gain
+ * nothing from a second thread (a batch-1 recurrent step is shorter than a wake-up).
+ *
+ * So a run with num_threads > 1 times itself, and the shape's state keeps two running estimates:
+ * the run at num_threads and at one thread (one run in ONNXC_TUNE_PROBE is spent at one thread to
+ * keep that estimate fresh). After ONNXC_TUNE_STREAK consecutive runs slower than ONNXC_TUNE_SLOWER x the
+ * one-thread estimate, runs take one thread and probe the full count again after 16 runs, doubling up to
+ * ONNXC_TUNE_MAX_BACKOFF while the probes stay slow. Results never depend on the thread count
+ * (every kernel splits work so that each output element is computed the same way).
+ *
+ * Off with -DONNXC_NO_ADAPTIVE_THREADS, and without OpenMP (no clock is needed then). State is per
+ * library and per input-dims hash (ONNXC_TUNE_SLOTS); a run that finds the state in use by another
+ * thread takes num_threads and records nothing.
+ */
+#ifndef ONNXC_THREADS_H
+#define ONNXC_THREADS_H
+
+#include <stdint.h>
+
+#if defined(_OPENMP) && !defined(ONNXC_NO_ADAPTIVE_THREADS)
+#define ONNXC_ADAPTIVE_THREADS 1
+#include <omp.h>
+
+#define ONNXC_TUNE_SLOTS 8
+#define ONNXC_TUNE_PROBE 128
+#define ONNXC_TUNE_STREAK 3
+#define ONNXC_TUNE_SLOWER 1.1
+#define ONNXC_TUNE_MAX_BACKOFF 4096
+
+typedef struct {
+    int64_t key;        /* dims hash this slot holds; 0: empty */
+    int64_t runs;
+    double t_full;      /* running estimates, seconds; 0: none yet */
+    double t_one;
+    int64_t countdown;  /* one-thread mode: runs left before the next full probe */
+    int64_t backoff;
+    int slow;           /* consecutive full runs slower than ONNXC_TUNE_SLOWER x t_one */
+    int one;            /* 1: runs take one thread */
+    int busy;           /* held by a run (atomic) */
+} onnxc_tune;
+
+static inline int64_t onnxc_tune_key(const int64_t *dims, int n)
+{
+    uint64_t h = 1469598103934665603u;
+    for (int i = 0; i < n; ++i)
+        h = (h ^ (uint64_t)dims[i]) * 1099511628211u;
+    return (int64_t)(h | 1u);   /* never 0 */
+}
+
+/* the slot for `key`, held (NULL: another run holds it: take num_threads, record nothing) */
+static inline onnxc_tune *onnxc_tune_acquire(onnxc_tune *slots, int64_t key)
+{
+    onnxc_tune *s = &slots[(uint64_t)key % ONNXC_TUNE_SLOTS];
+    if (__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE))
+        return (onnxc_tune *)0;
+    if (s->key != key) {   /* a new shape takes the slot over */
+        s->key = key;
+        s->runs = 0;
+        s->t_full = s->t_one = 0;
+        s->countdown = 0;
+        s->backoff = 16;
+        s->slow = s->one = 0;
+    }
+    return s;
+}
+
+static inline int onnxc_tune_threads(onnxc_tune *s, int nt)
+{
+    s->runs++;
+    if (!s->one)
+        return (s->runs == 4 || s->runs % ONNXC_TUNE_PROBE == 0) ? 1 : nt;
+    return --s->countdown <= 0 ? nt : 1;
+}
+
+static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
+{
+    if (used == 1 && nt > 1) {
+        s->t_one = s->t_one > 0 ? 0.75 * s->t_one + 0.25 * dt : dt;
+    } else if (s->one) {            /* a probe at the full count */
+        if (dt < s->t_one) {
+            s->one = 0;
+            s->slow = 0;
+            s->backoff = 16;
+            s->t_full = dt;
+        } else {
+            s->backoff = s->backoff * 2 > ONNXC_TUNE_MAX_BACKOFF ? ONNXC_TUNE_MAX_BACKOFF : s->backoff * 2;
+            s->countdown = s->backoff;
+        }
+    } else {
+        s->t_full = s->t_full > 0 ? 0.75 * s->t_full + 0.25 * dt : dt;
+        s->slow = (s->t_one > 0 && dt > ONNXC_TUNE_SLOWER * s->t_one) ? s->slow + 1 : 0;
+        if (s->slow >= ONNXC_TUNE_STREAK) {
+            s->one = 1;
+            s->slow = 0;
+            s->countdown = s->backoff;
+        }
+    }
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* a run that failed: nothing learnt */
+static inline void onnxc_tune_release(onnxc_tune *s) { __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE); }
+
+static inline double onnxc_tune_now(void) { return omp_get_wtime(); }
+#endif
+
+#endif

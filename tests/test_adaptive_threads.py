@@ -1,0 +1,87 @@
+"""The run's thread count (runtime_c/onnxc_threads.h): full count while it pays, one thread while it
+does not (a busy machine, a shape too small to split), probing back with a growing interval.
+Decisions are driven here by made-up durations, so the test is exact."""
+import subprocess
+
+import numpy as np
+import pytest
+
+import onnxc
+from onnxc import build
+from onnxc.resources import runtime_dir
+
+DRIVER = r"""
+#include <stdio.h>
+#include "onnxc_threads.h"
+static onnxc_tune slots[ONNXC_TUNE_SLOTS];
+/* one run: the thread count it takes, then the duration the scenario gives that count */
+static int step(double full, double one)
+{
+    onnxc_tune *s = onnxc_tune_acquire(slots, 42);
+    if (!s) return -1;
+    const int used = onnxc_tune_threads(s, 2);
+    onnxc_tune_record(s, 2, used, used == 1 ? one : full);
+    return used;
+}
+int main(void)
+{
+    /* scenario: 300 runs full 1.0 / one 1.8 (threads pay), then 2000 runs busy (full 50 / one 2),
+       then quiet again; prints the thread count of every run */
+    for (int i = 0; i < 300; ++i) printf("%d", step(1.0, 1.8));
+    printf("\n");
+    for (int i = 0; i < 2000; ++i) printf("%d", step(50.0, 2.0));
+    printf("\n");
+    for (int i = 0; i < 3000; ++i) printf("%d", step(1.0, 1.8));
+    printf("\n");
+    /* a held slot: the caller takes the full count and records nothing */
+    onnxc_tune *held = onnxc_tune_acquire(slots, 7);
+    printf("%d\n", onnxc_tune_acquire(slots, 7) == NULL);
+    onnxc_tune_release(held);
+    printf("%d\n", onnxc_tune_acquire(slots, 7) != NULL);
+    return 0;
+}
+"""
+
+
+def _run_driver(tmp_path):
+    tc = build.toolchain()
+    (tmp_path / "d.c").write_text(DRIVER)
+    res = subprocess.run([tc.cc, *tc.flags, "-I", str(runtime_dir()), "d.c", "-o", "d", "-lm"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return subprocess.run([str(tmp_path / "d")], capture_output=True, text=True, check=True).stdout.split("\n")
+
+
+def test_decisions(tmp_path):
+    quiet, busy, back, held, free, _ = _run_driver(tmp_path)
+    # threads pay: full count except the one-thread probes (run 4, then every 128th)
+    assert [i + 1 for i, c in enumerate(quiet) if c == "1"] == [4, 128, 256]
+    # busy: 3 slow runs at the full count, then one thread, with full probes 16, 32, 64, ... apart
+    probes = [i for i, c in enumerate(busy) if c == "2"]
+    assert probes[:3] == [0, 1, 2]
+    assert list(np.diff(probes[2:])) == [16, 32, 64, 128, 256, 512]
+    assert busy.count("1") > 1900
+    # quiet again: the next full probe is fast, the full count comes back
+    first_full = back.index("2")
+    assert back[first_full:first_full + 100].count("2") >= 99
+    assert held == "1" and free == "1"
+
+
+def test_same_outputs_at_any_count():
+    """The adaptive count never changes results: a run at 2 threads equals one at 1."""
+    from onnx import TensorProto as T, helper
+    x = helper.make_tensor_value_info("X", T.FLOAT, ["N", 256])
+    y = helper.make_tensor_value_info("Y", T.FLOAT, ["N", 128])
+    w = helper.make_tensor("W", T.FLOAT, [256, 128], np.random.default_rng(1).standard_normal(256 * 128))
+    g = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Z"]), helper.make_node("Tanh", ["Z"], ["Y"])],
+                          "g", [x], [y], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    outs = []
+    for nt in (1, 2):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        s = onnxc.InferenceSession(m, so)
+        xs = np.random.default_rng(2).standard_normal((300, 256)).astype(np.float32)
+        outs.append([s.run(None, {"X": xs})[0] for _ in range(140)])   # crosses probes at runs 4, 128
+    for a in outs[0] + outs[1]:
+        np.testing.assert_array_equal(a, outs[0][0])
