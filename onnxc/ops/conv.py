@@ -58,6 +58,10 @@ PW_PAD = 16                  # padded copy of X for pointwise (pointwise_xpad): 
 PW_XPAD_MAX_BYTES = 1 << 20
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
 DW_VL = 16                   # slack after the planes and the band: the widest vector
+STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K = 27, 147); deeper ones
+STRIDED_MAX_K = 160          # stay on im2col
+STRIDED_MIN_BANDS = 16       # output-row bands per image (jobs for the threads)
+STRIDED_BAND_BYTES = 192 << 10
 
 
 def _align(n: int) -> int:
@@ -270,6 +274,44 @@ def depthwise_phases(g, ct_float: bool) -> dict | None:
             "xp_bytes": xp_bytes, "slot_bytes": slot_bytes, "slots": DW_SLOTS}
 
 
+def strided_layout(node, g, kind: str) -> dict | None:
+    """runtime_c/onnxc_conv_strided.h for a float 2-D strided conv with one group, few input
+    channels and a short depth (an image model's first conv: im2col would write K floats per
+    output pixel for few products each), or None. Jobs are
+    bands of BR output rows; each copies its input rows into stride-phase planes of RB x RW per
+    channel (a thread's slot) and computes every output channel from them."""
+    if kind != "im2col" or node.inputs[0].etype != D["float"] or g["G"] != 1 or g["ns"] != 2:
+        return None
+    if g["S"][1:] == [1, 1] or g["I"][0] != 1 or g["KS"][0] != 1:
+        return None
+    (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
+    (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
+    C, K = g["C"], g["C"] * KH * KW
+    if C > STRIDED_MAX_C or K > STRIDED_MAX_K:
+        return None
+    eh = max(kh * DH // SH for kh in range(KH))
+    RW = OW + max(kw * DW // SW for kw in range(KW))
+    BR = max(1, min(OH, -(-OH // STRIDED_MIN_BANDS)))
+    while BR > 1 and 4 * C * SH * SW * (BR + eh) * RW > STRIDED_BAND_BYTES:
+        BR -= 1
+    RB = BR + eh
+    pplane = RB * RW
+    cplane = SH * SW * pplane
+    offs = [c * cplane + ((kh * DH) % SH * SW + (kw * DW) % SW) * pplane + (kh * DH // SH) * RW + kw * DW // SW
+            for c in range(C) for kh in range(KH) for kw in range(KW)]
+    phases = []   # per phase (a, b): columns [c0, c1) hold input, source column c * SW + b - PL
+    for a in range(SH):
+        for b in range(SW):
+            c0 = max(0, -(-(PL - b) // SW))
+            c1 = min(RW, (IW - 1 + PL - b) // SW + 1) if IW - 1 + PL - b >= 0 else 0
+            phases.append({"a": a, "b": b, "base": (a * SW + b) * pplane, "c0": c0, "c1": max(c0, c1)})
+    slack = RW + 2 * DW_VL * 4   # reads past OW in the last row: up to a vector tile
+    buf = _align(4 * (C * cplane + slack))
+    return {"BR": BR, "RB": RB, "RW": RW, "cplane": cplane, "offs": offs, "phases": phases,
+            "slack": slack, "slot_bytes": buf, "slots": CONV_SLOTS, "IH": IH, "IW": IW, "PT": PT, "SH": SH,
+            "SW": SW, "PL": PL, "nband": -(-OH // BR)}
+
+
 def winograd_transforms(m: int) -> dict:
     """A^T and B^T as float coefficient rows for the template (dyadic: exact in float)."""
     AT, _, BT = winograd_matrices(m)
@@ -280,7 +322,7 @@ def winograd_transforms(m: int) -> dict:
 class Conv(OpSpec):
     op_type = "Conv"
     template = "conv.c.j2"
-    headers = ("onnxc_gemm.h", "onnxc_conv.h", "onnxc_winograd.h", "onnxc_dwconv.h")
+    headers = ("onnxc_gemm.h", "onnxc_conv.h", "onnxc_winograd.h", "onnxc_dwconv.h", "onnxc_conv_strided.h")
 
     def infer(self, node):
         x, w, b = node.inputs[0], node.inputs[1], node.input(2)
@@ -311,6 +353,13 @@ class Conv(OpSpec):
         wino = node.attrs.get("_prepacked_wino")
         if wino is not None:
             return self.winograd(node, g, wino)
+        sd = node.attrs.get("_prepacked_strided")
+        if sd is not None:
+            lay = strided_layout(node, g, kind)
+            return {**g, "kind": "strided", "lowp": False, "end": lay["slots"] * lay["slot_bytes"],
+                    "strided": {**lay, "mr": sd["mr"]}, "N": x.shape[0], "ISP": product(g["I"]),
+                    "OSP": product(g["O"]), "has_bias": node.input(2) is not None, "gemm": "s", "K": K,
+                    "Mg": g["M"], "prepacked": None, **epilogue(node)}
         # float: weights packed once per call (reused for every image and chunk); the im2col
         # buffer covers a chunk of output pixels small enough to stay in L2
         sgemm = gemm_kernel(x.etype) == "s"
@@ -425,6 +474,6 @@ class FusedConv(Conv):
     headers = Conv.headers + EPILOGUE_HEADERS
 
     def inplace(self, node):
-        if self.params(node)["kind"] == "depthwise":   # writes a row before reading its residual
+        if self.params(node)["kind"] in ("depthwise", "strided"):   # writes Y before reading its residual
             return []
         return residual_inplace(node, node.inputs[:3])

@@ -189,6 +189,29 @@ def _winograd(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
     return next_id
 
 
+def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
+    """Conv on onnxc_conv_strided.h (ops/conv.py strided_layout): W (M, K) as [panel of MR][K][MR],
+    channels past M zero (input 4)."""
+    from ..ops import lookup
+    from ..ops.conv import conv_geometry, strided_layout
+    w = node.inputs[1]
+    if not _const_float(w) or len(node.inputs) > 4 or node.attrs.get("_prepacked") is not None:
+        return next_id
+    p = lookup(node).params(node)
+    if p["kind"] != "im2col" or not strided_layout(node, conv_geometry(node), "im2col"):
+        return next_id
+    MR = block[0]
+    M, K = p["M"], p["K"]
+    Mp = -(-M // MR) * MR
+    wm = np.zeros((Mp, K), np.float32)
+    wm[:M] = np.asarray(w.const, np.float32).reshape(M, K)
+    data = np.ascontiguousarray(wm.reshape(Mp // MR, MR, K).transpose(0, 2, 1)).reshape(-1)
+    next_id = _add_input(graph, node, 4, f"{w.name} (strided)", data, next_id)
+    node.attrs["_unread"] = (1,)
+    node.attrs["_prepacked_strided"] = {"mr": MR}
+    return next_id
+
+
 def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     from ..ops import lookup
     from ..ops.conv import pointwise_rows_ok
@@ -197,6 +220,9 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
         for node in graph.nodes:
             if node.op_type in ("Conv", "FusedConv") and node.attrs.get("_prepacked_wino") is None:
                 next_id = _winograd(graph, node, block, next_id)
+            if node.op_type in ("Conv", "FusedConv") and node.attrs.get("_prepacked_strided") is None \
+                    and node.attrs.get("_prepacked_wino") is None:
+                next_id = _strided(graph, node, block, next_id)
     for node in graph.nodes:
         if node.op_type in ("Conv", "FusedConv") and not node.attrs.get("_prepacked_direct"):
             next_id = _direct_blocks(graph, node, next_id)
@@ -210,7 +236,8 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     MR, NR = block
     for node in graph.nodes:
         if node.op_type not in ("Conv", "FusedConv") or node.attrs.get("_prepacked") is not None \
-                or node.attrs.get("_prepacked_direct") or node.attrs.get("_prepacked_wino") is not None:
+                or node.attrs.get("_prepacked_direct") or node.attrs.get("_prepacked_wino") is not None \
+                or node.attrs.get("_prepacked_strided") is not None:
             continue
         w = node.inputs[1]
         if w.const is None or w.is_input or w.etype.name != "float" or node.inputs[0].etype.name != "float":

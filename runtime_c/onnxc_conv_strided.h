@@ -1,0 +1,91 @@
+/* onnxc direct convolution for strided layers with few input channels (the first conv of
+ * mobilenet / resnet: K = C x KH x KW of 27 or 147), where im2col writes K rows per output pixel.
+ *
+ * The caller copies a band of input rows into stride-phase planes (ops/conv.py strided_layout):
+ * phase (a, b) of channel c holds padded element (row * SH + a, col * SW + b) at row * RW + col,
+ * so tap k = (c, kh, kw) of output (oh, ow) is at the constant offset offs[k] from the wide
+ * position (oh - oh0) * RW + ow and a vector of consecutive outputs reads consecutive inputs.
+ * Tiles: MR output channels (weights packed at compile time as [panel][K][MR], channels past M
+ * zero) x NV vectors of one output row; Y = bias + sum stored straight into the output rows.
+ */
+#ifndef ONNXC_CONV_STRIDED_H
+#define ONNXC_CONV_STRIDED_H
+
+#include "onnxc_gemm.h"
+
+#if defined(ONNXC_GEMM_VEC)
+#define ONNXC__CSTR_TILE(NAME, NV)                                                               \
+    ONNXC_GEMM_INL void NAME(int64_t K, const float *restrict w, const int32_t *restrict offs,   \
+                             const float *restrict x, const float *bias, int mr, float *y,      \
+                             int64_t ldy, int64_t n)                                            \
+    {                                                                                           \
+        onnxc_vf acc[ONNXC_SGEMM_MR][NV];                                                       \
+        _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r)                       \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = (onnxc_vf){0};        \
+        for (int64_t k = 0; k < K; ++k, w += ONNXC_SGEMM_MR) {                                  \
+            const float *xk = x + offs[k];                                                      \
+            onnxc_vf xv[NV];                                                                    \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v)                                \
+                xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);                                  \
+            _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {                 \
+                const float a = w[r];                                                           \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] += a * xv[v];    \
+            }                                                                                   \
+        }                                                                                       \
+        for (int r = 0; r < mr; ++r) {                                                          \
+            const float b = bias ? bias[r] : 0.0f;                                              \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) {                              \
+                const onnxc_vf o = acc[r][v] + b;                                               \
+                const int64_t j = v * ONNXC_SGEMM_VL;                                           \
+                if (j + ONNXC_SGEMM_VL <= n) {                                                  \
+                    onnxc__vstore(y + r * ldy + j, o);                                          \
+                } else if (j < n) {   /* the row's last columns */                              \
+                    float t[ONNXC_SGEMM_VL];                                                    \
+                    onnxc__vstore(t, o);                                                        \
+                    memcpy(y + r * ldy + j, t, sizeof(float) * (size_t)(n - j));                \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+ONNXC__CSTR_TILE(onnxc__cstr_t1, 1)
+ONNXC__CSTR_TILE(onnxc__cstr_t2, 2)
+ONNXC__CSTR_TILE(onnxc__cstr_tn, ONNXC_SGEMM_NV)
+#endif
+
+/* Y rows [0, rows) of the band (output channel m, row r, column ow at y[m * ldy + r * OW + ow])
+ * = bias + W * band, for all M channels. xb: the band's phase planes (row stride RW); offs: K
+ * tap offsets; wp: [panel of MR][K][MR]. Reads up to a vector past OW + the largest offset. */
+ONNXC_GEMM_FN void onnxc_conv_strided(int64_t M, int64_t K, const float *wp, const int32_t *offs,
+                                      const float *xb, int64_t RW, int64_t rows, int64_t OW,
+                                      const float *bias, float *y, int64_t ldy)
+{
+    for (int64_t p = 0; p * ONNXC_SGEMM_MR < M; ++p) {
+        const int64_t m0 = p * ONNXC_SGEMM_MR;
+        const int mr = (int)(M - m0 < ONNXC_SGEMM_MR ? M - m0 : ONNXC_SGEMM_MR);
+        const float *const w = wp + m0 * K;
+        const float *const bp = bias ? bias + m0 : NULL;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float *const xr = xb + r * RW;
+            float *const yr = y + m0 * ldy + r * OW;
+#if defined(ONNXC_GEMM_VEC)
+            int64_t j = 0;
+            for (; j + ONNXC_SGEMM_NR <= OW || (OW - j > 2 * ONNXC_SGEMM_VL); j += ONNXC_SGEMM_NR)
+                onnxc__cstr_tn(K, w, offs, xr + j, bp, mr, yr + j, ldy, OW - j);
+            if (OW - j > ONNXC_SGEMM_VL)
+                onnxc__cstr_t2(K, w, offs, xr + j, bp, mr, yr + j, ldy, OW - j);
+            else if (OW - j > 0)
+                onnxc__cstr_t1(K, w, offs, xr + j, bp, mr, yr + j, ldy, OW - j);
+#else
+            for (int i = 0; i < mr; ++i)
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                    float s = 0.0f;
+                    for (int64_t k = 0; k < K; ++k)
+                        s += w[k * ONNXC_SGEMM_MR + i] * xr[offs[k] + ow];
+                    yr[i * ldy + ow] = s + (bp ? bp[i] : 0.0f);
+                }
+#endif
+        }
+    }
+}
+
+#endif

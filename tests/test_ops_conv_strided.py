@@ -1,0 +1,57 @@
+"""Strided direct Conv (onnxc_conv_strided.h: stride-phase planes per band of output rows,
+weights packed at compile time) against onnx.reference: strides, pads, dilations, odd sizes,
+no bias, fused Relu/Clip/residual, batch 2 and symbolic, 1 and 2 threads, NaN/inf."""
+import numpy as np
+import pytest
+
+from test_ops_conv_dw import conv_model, params, rand, run_threads
+from util import check
+
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+CASES = [
+    ((1, 3, 32, 32), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),     # mobilenet's first conv
+    ((1, 3, 40, 38), (20, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),     # resnet's (odd M, W)
+    ((2, 2, 17, 19), (9, 2, 3, 3), {"pads": [0, 1, 2, 1], "strides": [3, 2]}),      # uneven pads and strides
+    ((1, 4, 21, 23), (8, 4, 3, 2), {"dilations": [2, 3], "pads": [2, 1, 1, 2], "strides": [2, 3]}),
+    ((1, 3, 31, 33), (5, 3, 7, 7), {"dilations": [2, 2], "pads": [4, 6, 5, 6], "strides": [2, 2]}),  # K = 147
+    ((1, 1, 9, 70), (5, 1, 3, 5), {"strides": [1, 2]}),                              # no pads, 2 vector tiles
+    ((1, 3, 6, 6), (4, 3, 2, 2), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),          # pads wider than the kernel
+    ((1, 3, 11, 11), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CASES)
+@pytest.mark.parametrize("fuse", ["", "clip", "res_relu"])
+def test_strided(xs, ws, attrs, fuse):
+    m, feeds = conv_model(xs, ws, attrs, fuse)
+    assert [p["kind"] for p in params(m)] == ["strided"]
+    check(m, feeds, **TOL)
+
+
+def test_strided_no_bias_1d_stays_or_runs():
+    m, feeds = conv_model((2, 3, 30, 30), (6, 3, 5, 5), {"strides": [2, 2], "pads": [2, 2, 2, 2]}, bias=False)
+    assert params(m)[0]["kind"] == "strided"
+    check(m, feeds, **TOL)
+    m, feeds = conv_model((1, 3, 50), (4, 3, 5), {"strides": [2], "pads": [2, 2]})   # 1-D: im2col
+    assert params(m)[0]["kind"] == "im2col"
+    check(m, feeds, **TOL)
+
+
+def test_deep_strided_and_grouped_stay_on_im2col():
+    m, feeds = conv_model((1, 32, 14, 14), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # K = 288
+    assert params(m)[0]["kind"] == "im2col"
+    m, feeds = conv_model((1, 8, 14, 14), (8, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})     # 8 channels
+    assert params(m)[0]["kind"] == "im2col"
+    m, feeds = conv_model((1, 4, 14, 14), (8, 2, 3, 3), {"strides": [2, 2], "group": 2})
+    assert params(m)[0]["kind"] == "im2col"
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_strided_symbolic_batch_threads_nan(nt):
+    m, _ = conv_model((2, 3, 45, 47), (24, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "res_clip", batch="N")
+    for n in (1, 3):
+        feeds = {"x": rand((n, 3, 45, 47)), "z": rand((n, 24, 23, 24))}
+        feeds["x"][n - 1, 1, 44, 46], feeds["x"][0, 0, 10, 10], feeds["z"][0, 2, 3, 3] = np.nan, np.inf, -np.inf
+        got = run_threads(m, feeds, nt)
+        assert np.isnan(got[n - 1, :, 22, 23]).all() and got[0, 2, 3, 3] == 0
