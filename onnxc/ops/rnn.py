@@ -138,7 +138,8 @@ class _Recurrent(OpSpec):
             b = betas.pop(0) if ub and betas else db
             expr = expr.replace("ALPHA", c_float(a, ct.c)).replace("BETA", c_float(b, ct.c))
             if ct.c == "float" and canon in ("Sigmoid", "Tanh"):
-                expr = "onnxc_vsigmoidf(@)" if canon == "Sigmoid" else "onnxc_vtanhf(@)"
+                # onnxc_rnn.h: MLAS's rational tanh, as onnxruntime computes its gates
+                expr = "onnxc_rnn_sigmoidf(@)" if canon == "Sigmoid" else "onnxc_rnn_tanhf(@)"
             out.append(c_math(expr, ct.c))
         return [out[d * n:(d + 1) * n] for d in range(g["nd"])]
 
@@ -147,10 +148,11 @@ class _Recurrent(OpSpec):
         es = et.itemsize
         T, B, Hs, G, Isz = g["T"], g["B"], g["H"], g["G"], g["I"]
         if node.attrs.get("_prepacked_rnn"):
-            # fused steps: X W^T of both directions (interleaved columns), h double-buffered
+            # fused steps: X W^T of both directions (interleaved columns), h double-buffered,
+            # summed biases
             N = G * (-(-Hs // U) * U)
             parts = [("xw", g["nd"] * T * B * N * es), ("h", 2 * B * Hs * es), ("c", B * Hs * es),
-                     ("work", sgemm_work_bytes(T * B, N, Isz))]
+                     ("bsum", g["nd"] * N * es), ("work", sgemm_work_bytes(T * B, N, Isz))]
         else:
             parts = [("xw", T * B * G * Hs * es), ("hr", B * G * Hs * es), ("h", B * Hs * es),
                      ("c", B * Hs * es), ("rh", B * Hs * es)]

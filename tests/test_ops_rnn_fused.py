@@ -1,0 +1,137 @@
+"""The fused steps of LSTM / RNN / GRU(linear_before_reset) with constant W and R
+(passes/prepack_rnn.py, runtime_c/onnxc_rnn.h): one thread and a team of two (one OpenMP region,
+threads owning blocks of 16 hidden units), hidden sizes that are not multiples of 16, several
+batch entries (row groups of 4 plus a rest), every direction, layout 1, sequence_lens,
+saturating and non-finite inputs; against onnx.reference or the spec transcription."""
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+import onnxc
+from test_ops_rnn import make, spec
+from util import assert_close, poisoned, typed_outputs
+from onnx.reference import ReferenceEvaluator
+
+
+def constant_weights(m, ins, names=("W", "R", "B", "P")):
+    """Move W, R (and B, P) from graph inputs to initializers; returns the remaining feeds."""
+    consts = {k: ins[k] for k in names if k in ins}
+    keep = [i for i in m.graph.input if i.name not in consts]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    m.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items())
+    return {k: v for k, v in ins.items() if k not in consts}, consts
+
+
+def session(m, nt):
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = nt
+    return onnxc.InferenceSession(m.SerializeToString(), so)
+
+
+def fused(m) -> bool:
+    from onnxc import compiler
+    c = compiler.compile_model(m, gemm_block=(8, 48))
+    return all(bool(n.attrs.get("_prepacked_rnn")) for n in c.graph.nodes if n.op_type in ("RNN", "GRU", "LSTM"))
+
+
+# T, batch, input size, hidden, direction, layout, sequence_lens. At 2 threads the team runs
+# when batch * gates * hidden^2 >= ONNXC_RNN_PAR_MIN (16384): all but RNN in the last two.
+CASES = [
+    (9, 1, 19, 130, "forward", 0, None),
+    (9, 5, 11, 40, "bidirectional", 1, [9, 3, 0, 9, 5]),
+    (6, 3, 7, 47, "reverse", 0, [6, 1, 4]),
+]
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("case", CASES, ids=["b1_h130", "b5_h40_bidir_seq", "b3_h47_rev_seq"])
+@pytest.mark.parametrize("nt", [1, 2])
+def test_fused_vs_spec(op, case, nt):
+    T, Bn, I, H, direction, layout, seq = case
+    extra = {"linear_before_reset": 1} if op == "GRU" else {}
+    m, ins = make(op, T=T, Bn=Bn, I=I, H=H, direction=direction, layout=layout, seq=seq, h0=True,
+                  c0=op == "LSTM", peep=op == "LSTM" and H != 40, with_b=H != 47, **extra)
+    ins["R"] *= np.float32(2 / np.sqrt(H))    # spectral radius ~1: float32 stays close to the float64 spec
+    want = [w.astype(np.float32) for w in spec(op, ins, H, direction=direction, layout=layout,
+                                                lbr=1 if op == "GRU" else 0)]
+    feeds, _ = constant_weights(m, ins)
+    typed_outputs(m, want)
+    assert fused(m)
+    with poisoned():
+        sess = session(m, nt)
+        got = sess.run(None, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    for _ in range(3):    # the team's steps give the same bits every run (no race on h)
+        for g, again in zip(got, sess.run(None, feeds)):
+            np.testing.assert_array_equal(g, again)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_fused_vs_reference(nt):
+    m, ins = make("LSTM", T=7, Bn=2, I=9, H=70, direction="bidirectional", h0=True, c0=True, peep=True)
+    ref = ReferenceEvaluator(m).run(None, ins)
+    feeds, _ = constant_weights(m, ins)
+    typed_outputs(m, ref)
+    assert fused(m)
+    assert_close(ref, session(m, nt).run(None, feeds), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_fused_clip_input_forget_activations(nt):
+    acts = ["HardSigmoid", "LeakyRelu", "Softsign", "Sigmoid", "ScaledTanh", "Tanh"]
+    m, ins = make("LSTM", T=5, Bn=3, I=6, H=66, direction="bidirectional", clip=0.7, input_forget=1,
+                  activations=acts, activation_alpha=[0.3, 0.05, 1.5], activation_beta=[0.4, 0.8], peep=True)
+    args = [("HardSigmoid", 0.3, 0.4), ("LeakyRelu", 0.05, None), ("Softsign", None, None),
+            ("Sigmoid", None, None), ("ScaledTanh", 1.5, 0.8), ("Tanh", None, None)]
+    want = [w.astype(np.float32) for w in spec("LSTM", ins, 66, direction="bidirectional", acts=args, clip=0.7,
+                                                input_forget=1)]
+    feeds, _ = constant_weights(m, ins)
+    typed_outputs(m, want)
+    got = session(m, nt).run(None, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_fused_symbolic_steps_and_batch(nt):
+    """T and batch known only at run time (T = 1, T = 0 keeps the initial state; batch 6: a
+    group of 4 and one of 2); only Y_h and Y_c asked for."""
+    rng = np.random.default_rng(3)
+    H, I = 48, 5
+    w = (rng.standard_normal((1, 4 * H, I)) * 0.5).astype(np.float32)
+    r = (rng.standard_normal((1, 4 * H, H)) * 0.3).astype(np.float32)
+    node = helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h", "Y_c"], hidden_size=H)
+    x = rng.standard_normal((4, 6, I)).astype(np.float32)
+    m = helper.make_model(helper.make_graph(
+        [node], "t", [helper.make_tensor_value_info("X", 1, ["T", "N", I])],
+        [helper.make_tensor_value_info("Y_h", 1, [1, "N", H]), helper.make_tensor_value_info("Y_c", 1, [1, "N", H])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]),
+        opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    sess = session(m, nt)
+    for T, N in ((4, 6), (1, 1), (0, 2), (3, 5)):
+        x = rng.standard_normal((T, N, I)).astype(np.float32)
+        want = spec("LSTM", {"X": x, "W": w, "R": r}, H)[1:]
+        for g, wv in zip(sess.run(None, {"X": x}), want):
+            np.testing.assert_allclose(g, wv, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_fused_saturation_and_nonfinite(op):
+    """Huge, infinite and NaN inputs: the gate activations saturate to exactly 0 / +-1 and NaN
+    propagates like onnx.reference (one batch entry holds the NaN, the others stay finite)."""
+    extra = {"linear_before_reset": 1} if op == "GRU" else {}
+    m, ins = make(op, T=4, Bn=3, I=3, H=20, **extra)
+    x = ins["X"]
+    x[0, 0, :] = [1e30, -1e30, 50.0]
+    x[1, 1, :] = [np.inf, -np.inf, 0.5]
+    x[2, 2, 0] = np.nan
+    ins["W"][:, :, 1] = np.abs(ins["W"][:, :, 1])    # the -inf column drives every gate one way
+    ins["W"][:, :, 0] = np.abs(ins["W"][:, :, 0])
+    ins["W"][:, :, 1] *= 1e-3
+    ref = ReferenceEvaluator(m).run(None, ins)
+    feeds, _ = constant_weights(m, ins)
+    typed_outputs(m, ref)
+    assert fused(m)
+    assert_close(ref, session(m, 1).run(None, feeds), rtol=1e-4, atol=1e-5)
