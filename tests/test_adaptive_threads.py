@@ -19,8 +19,12 @@ static int step(double full, double one)
 {
     onnxc_tune *s = onnxc_tune_acquire(slots, 42);
     if (!s) return -1;
-    const int used = onnxc_tune_threads(s, 2);
-    onnxc_tune_record(s, 2, used, used == 1 ? one : full);
+    int timed;
+    const int used = onnxc_tune_threads(s, 2, &timed);
+    if (timed)
+        onnxc_tune_record(s, 2, used, used == 1 ? one : full);
+    else
+        onnxc_tune_release(s);
     return used;
 }
 int main(void)
@@ -43,9 +47,9 @@ int main(void)
 """
 
 
-def _run_driver(tmp_path):
+def _run_driver(tmp_path, src=DRIVER):
     tc = build.toolchain()
-    (tmp_path / "d.c").write_text(DRIVER)
+    (tmp_path / "d.c").write_text(src)
     res = subprocess.run([tc.cc, *tc.flags, "-I", str(runtime_dir()), "d.c", "-o", "d", "-lm"], cwd=tmp_path,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -65,6 +69,14 @@ def test_decisions(tmp_path):
     first_full = back.index("2")
     assert back[first_full:first_full + 100].count("2") >= 99
     assert held == "1" and free == "1"
+
+
+def test_short_runs_timed_one_in_eight(tmp_path):
+    """Runs of a few microseconds are timed 1 in 8 (a slow phase is still noticed, a little later)."""
+    src = DRIVER.replace("step(1.0, 1.8)", "step(1e-6, 1.8e-6)").replace("step(50.0, 2.0)", "step(5e-5, 2e-6)")
+    quiet, busy = _run_driver(tmp_path, src)[:2]
+    assert [i + 1 for i, c in enumerate(quiet) if c == "1"] == [4, 128, 256]
+    assert busy.index("1") < 40 and busy.count("1") > 1900
 
 
 def test_same_outputs_at_any_count():
