@@ -127,3 +127,35 @@ def test_non_finite_inputs_like_direct():
     np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
     fin = np.isfinite(ref)
     np.testing.assert_allclose(got[fin], ref[fin], **TOL)
+
+
+# fewer tile blocks than threads: the blocks' V computed first, channels split over the threads
+# (one block at 7x7 and 14x14; two blocks of a batch of 2 at 3 and 4 threads)
+PRE_CASES = [
+    (1, 256, 14, 14, 256, False),
+    (1, 70, 7, 7, 100, True),
+    (2, 48, 7, 9, 130, True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PRE_CASES)))
+def test_blocks_shared_by_threads(case):
+    n, c, h, w, m, res = PRE_CASES[case]
+    mdl, feeds = model(n, c, h, w, m, res=res, seed=case)
+    assert wino(mdl)[0] is not None
+    for nt in (2, 3, 4):
+        ref, got = run(mdl, feeds, nt)
+        np.testing.assert_allclose(got, ref, **TOL)
+
+
+@pytest.mark.parametrize("nt", [2, 4])
+def test_non_finite_inputs_shared_blocks(nt):
+    mdl, feeds = model(2, 40, 7, 7, 64, act=None)
+    x = feeds["x"]
+    x[1, 3, 5, 6] = np.nan          # the second image only: one block clean, one not
+    x[1, 30, 0, 0] = np.inf
+    ref, got = run(mdl, feeds, nt)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], **TOL)
