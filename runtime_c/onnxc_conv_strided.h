@@ -7,6 +7,8 @@
  * position (oh - oh0) * RW + ow and a vector of consecutive outputs reads consecutive inputs.
  * Tiles: MR output channels (weights packed at compile time as [panel][K][MR], channels past M
  * zero) x NV vectors of one output row; Y = bias + sum stored straight into the output rows.
+ * Deep sums (K > ONNXC_SGEMM_KC: deeper layers with long output rows) add up per depth block
+ * like the SGEMM, so their rounding error stays the same as im2col's.
  */
 #ifndef ONNXC_CONV_STRIDED_H
 #define ONNXC_CONV_STRIDED_H
@@ -20,22 +22,31 @@
                              int64_t ldy, int64_t n)                                            \
     {                                                                                           \
         onnxc_vf acc[ONNXC_SGEMM_MR][NV];                                                       \
-        _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r)                       \
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = (onnxc_vf){0};        \
-        for (int64_t k = 0; k < K; ++k, w += ONNXC_SGEMM_MR) {                                  \
-            const float *xk = x + offs[k];                                                      \
-            onnxc_vf xv[NV];                                                                    \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v)                                \
-                xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);                                  \
-            _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {                 \
-                const float a = w[r];                                                           \
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] += a * xv[v];    \
+        float tot[ONNXC_SGEMM_MR][NV * ONNXC_SGEMM_VL]; /* sum of the depth blocks (memory) */  \
+        for (int64_t k0 = 0; k0 < K; k0 += ONNXC_SGEMM_KC) {                                    \
+            const int64_t k1 = K - k0 < ONNXC_SGEMM_KC ? K : k0 + ONNXC_SGEMM_KC;               \
+            _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r)                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = (onnxc_vf){0};    \
+            for (int64_t k = k0; k < k1; ++k, w += ONNXC_SGEMM_MR) {                            \
+                const float *xk = x + offs[k];                                                  \
+                onnxc_vf xv[NV];                                                                \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v)                            \
+                    xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);                              \
+                _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {             \
+                    const float a = w[r];                                                       \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] += a * xv[v]; \
+                }                                                                               \
+            }                                                                                   \
+            _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r)                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) {                              \
+                float *const t = tot[r] + v * ONNXC_SGEMM_VL;                                   \
+                onnxc__vstore(t, k0 ? onnxc__vload(t) + acc[r][v] : acc[r][v]);                 \
             }                                                                                   \
         }                                                                                       \
         for (int r = 0; r < mr; ++r) {                                                          \
             const float b = bias ? bias[r] : 0.0f;                                              \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) {                              \
-                const onnxc_vf o = acc[r][v] + b;                                               \
+                const onnxc_vf o = onnxc__vload(tot[r] + v * ONNXC_SGEMM_VL) + b;               \
                 const int64_t j = v * ONNXC_SGEMM_VL;                                           \
                 if (j + ONNXC_SGEMM_VL <= n) {                                                  \
                     onnxc__vstore(y + r * ldy + j, o);                                          \
@@ -79,8 +90,12 @@ ONNXC_GEMM_FN void onnxc_conv_strided(int64_t M, int64_t K, const float *wp, con
             for (int i = 0; i < mr; ++i)
                 for (int64_t ow = 0; ow < OW; ++ow) {
                     float s = 0.0f;
-                    for (int64_t k = 0; k < K; ++k)
-                        s += w[k * ONNXC_SGEMM_MR + i] * xr[offs[k] + ow];
+                    for (int64_t k0 = 0; k0 < K; k0 += ONNXC_SGEMM_KC) {
+                        float d = 0.0f;
+                        for (int64_t k = k0; k < K && k < k0 + ONNXC_SGEMM_KC; ++k)
+                            d += w[k * ONNXC_SGEMM_MR + i] * xr[offs[k] + ow];
+                        s = k0 ? s + d : d;
+                    }
                     yr[i * ldy + ow] = s + (bp ? bp[i] : 0.0f);
                 }
 #endif

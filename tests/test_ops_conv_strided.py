@@ -3,6 +3,7 @@ weights packed at compile time) against onnx.reference: strides, pads, dilations
 no bias, fused Relu/Clip/residual, batch 2 and symbolic, 1 and 2 threads, NaN/inf."""
 import numpy as np
 import pytest
+from onnx import numpy_helper
 
 from test_ops_conv_dw import conv_model, params, rand, run_threads
 from util import check
@@ -38,8 +39,47 @@ def test_strided_no_bias_1d_stays_or_runs():
     check(m, feeds, **TOL)
 
 
+# deeper convs whose output rows fill the vector tiles (ops/conv.py STRIDED_WIDE_*): long sums
+WIDE_CASES = [
+    ((1, 16, 56, 56), (12, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),      # resnet's 56 -> 28, K = 144
+    ((1, 64, 57, 64), (20, 64, 3, 3), {"pads": [0, 1, 2, 1], "strides": [2, 2]}),      # K = 576, rows of 32
+    ((2, 9, 30, 60), (11, 9, 5, 3), {"pads": [2, 1, 2, 1], "strides": [3, 2]}),        # rows of 30, 2 images
+]
+
+
+def wide_model(xs, ws, attrs, fuse=""):
+    """conv_model with weights N(0, 1/K), as trained nets have: sums of K terms of about one (the
+    tolerance is relative; N(0, 1) weights over 576 terms cancel to values their rounding dwarfs)."""
+    m, feeds = conv_model(xs, ws, attrs, fuse)
+    for init in m.graph.initializer:
+        if init.name == "w":
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) / np.float32(np.sqrt(np.prod(ws[1:]))), "w"))
+    return m, feeds
+
+
+@pytest.mark.parametrize("xs,ws,attrs", WIDE_CASES)
+@pytest.mark.parametrize("fuse", ["", "res_relu"])
+def test_strided_wide_rows(xs, ws, attrs, fuse):
+    m, feeds = wide_model(xs, ws, attrs, fuse)
+    assert [p["kind"] for p in params(m)] == ["strided"]
+    check(m, feeds, **TOL)
+    run_threads(m, feeds, 2)
+
+
+def test_strided_wide_non_finite():
+    m, feeds = wide_model((1, 24, 56, 56), (16, 24, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "relu")
+    assert params(m)[0]["kind"] == "strided"
+    feeds["x"][0, 5, 10, 11], feeds["x"][0, 20, 0, 0], feeds["x"][0, 0, 55, 30] = np.nan, np.inf, -np.inf
+    for nt in (1, 2):
+        run_threads(m, feeds, nt)
+
+
 def test_deep_strided_and_grouped_stay_on_im2col():
     m, feeds = conv_model((1, 32, 14, 14), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # K = 288
+    assert params(m)[0]["kind"] == "im2col"
+    m, feeds = conv_model((1, 32, 28, 28), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # rows of 14
+    assert params(m)[0]["kind"] == "im2col"
+    m, feeds = conv_model((1, 8, 48, 48), (8, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})     # rows of 24
     assert params(m)[0]["kind"] == "im2col"
     m, feeds = conv_model((1, 8, 14, 14), (8, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})     # 8 channels
     assert params(m)[0]["kind"] == "im2col"

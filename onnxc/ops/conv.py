@@ -58,8 +58,10 @@ PW_PAD = 16                  # padded copy of X for pointwise (pointwise_xpad): 
 PW_XPAD_MAX_BYTES = 1 << 20
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
 DW_VL = 16                   # slack after the planes and the band: the widest vector
-STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K = 27, 147); deeper ones
-STRIDED_MAX_K = 160          # stay on im2col
+STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K = 27, 147), and deeper
+STRIDED_MAX_K = 160          # ones whose output rows fill its 16-float vector tiles (STRIDED_WIDE_*)
+STRIDED_WIDE_MIN_OW = 24     # measured (3x3 stride 2, 32-256 channels, 1 and 2 threads): rows of 28+
+STRIDED_WIDE_MAX_PAD = 0.15  # beat im2col by 1.15-1.5x; rows of 14 and 7 (one part-empty vector) lose
 STRIDED_MIN_BANDS = 16       # output-row bands per image (jobs for the threads)
 STRIDED_BAND_BYTES = 192 << 10
 
@@ -275,9 +277,9 @@ def depthwise_phases(g, ct_float: bool) -> dict | None:
 
 
 def strided_layout(node, g, kind: str) -> dict | None:
-    """runtime_c/onnxc_conv_strided.h for a float 2-D strided conv with one group, few input
-    channels and a short depth (an image model's first conv: im2col would write K floats per
-    output pixel for few products each), or None. Jobs are
+    """runtime_c/onnxc_conv_strided.h for a float 2-D strided conv with one group and either few
+    input channels and a short depth (an image model's first conv: im2col would write K floats
+    per output pixel for few products each) or output rows that fill its vector tiles, or None. Jobs are
     bands of BR output rows; each copies its input rows into stride-phase planes of RB x RW per
     channel (a thread's slot) and computes every output channel from them."""
     if kind != "im2col" or node.inputs[0].etype != D["float"] or g["G"] != 1 or g["ns"] != 2:
@@ -287,7 +289,8 @@ def strided_layout(node, g, kind: str) -> dict | None:
     (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
     (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
     C, K = g["C"], g["C"] * KH * KW
-    if C > STRIDED_MAX_C or K > STRIDED_MAX_K:
+    wide = OW >= STRIDED_WIDE_MIN_OW and -(-OW // 16) * 16 - OW <= STRIDED_WIDE_MAX_PAD * OW
+    if (C > STRIDED_MAX_C or K > STRIDED_MAX_K) and not wide:
         return None
     eh = max(kh * DH // SH for kh in range(KH))
     RW = OW + max(kw * DW // SW for kw in range(KW))
