@@ -126,6 +126,36 @@ static inline __attribute__((always_inline)) onnxc__rv onnxc__rvload(const float
     }
 #endif
 
+/* Step hand-off inside a team: thread `self` posts how far it got (a count that only grows) in its
+ * own cache line of `flags` (ONNXC_RNN_FLAG_STRIDE int64 apart), and waits until every other
+ * thread has posted at least n (no barrier's shared counter). ONNXC_RNN_TEAM_MAX threads at most. */
+#define ONNXC_RNN_TEAM_MAX 64
+#define ONNXC_RNN_FLAG_STRIDE 8
+#if defined(__GNUC__) && defined(_OPENMP)
+#define ONNXC_RNN_TEAM 1
+#include <sched.h>
+static inline void onnxc_rnn_post(int64_t *flags, int self, int64_t n)
+{
+    __atomic_store_n(&flags[self * ONNXC_RNN_FLAG_STRIDE], n, __ATOMIC_RELEASE);
+}
+static inline void onnxc_rnn_wait(const int64_t *flags, int nth, int self, int64_t n)
+{
+    for (int t = 0; t < nth; ++t) {
+        if (t == self)
+            continue;
+        for (long spins = 0; __atomic_load_n(&flags[t * ONNXC_RNN_FLAG_STRIDE], __ATOMIC_ACQUIRE) < n; ++spins) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            if (spins > 20000)        /* the other thread is not running: give the core up */
+                sched_yield();
+        }
+    }
+}
+#else
+#define ONNXC_RNN_TEAM 0            /* no portable atomics: the steps stay on one thread */
+#endif
+
 /* a call per block: inlined into the step loop, the gate math overlapped the next block's
  * loads less (measured 5-10% slower) */
 #if defined(__GNUC__)
@@ -141,7 +171,7 @@ static inline __attribute__((always_inline)) onnxc__rv onnxc__rvload(const float
     ONNXC__RNN_TILE(G, 2, 1, XG)                                                                \
     ONNXC__RNN_TILE(G, 4, 1, XG)                                                                \
     static ONNXC__RNN_NOINLINE void onnxc_rnn_tile_G##G(int64_t K, int nr, const float *const *H, const float *const *X, \
-                                           const float *bias, const float *Rb, float *out)     \
+                                           const float *bias, const float *Rb, float *out)   \
     {                                                                                          \
         if (nr == 4)                                                                           \
             onnxc__rnn_t##G##_4(K, H, X, bias, Rb, out);                                             \

@@ -21,6 +21,7 @@ from .registry import OpSpec, register
 from ..passes.prepack_rnn import U, rnn_strides
 
 D = dtypes.BY_NAME
+TEAM_MAX = 64      # ONNXC_RNN_TEAM_MAX: the fused steps' team, one 64-byte flag per thread
 TYPES = (D["float"], D["double"])
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 
@@ -149,10 +150,11 @@ class _Recurrent(OpSpec):
         T, B, Hs, G, Isz = g["T"], g["B"], g["H"], g["G"], g["I"]
         if node.attrs.get("_prepacked_rnn"):
             # fused steps: X W^T of both directions (interleaved columns), h double-buffered,
-            # summed biases
+            # summed biases, the team's step flags
             N = G * (-(-Hs // U) * U)
             parts = [("xw", g["nd"] * T * B * N * es), ("h", 2 * B * Hs * es), ("c", B * Hs * es),
-                     ("bsum", g["nd"] * N * es), ("work", sgemm_work_bytes(T * B, N, Isz))]
+                     ("bsum", g["nd"] * N * es), ("work", sgemm_work_bytes(T * B, N, Isz)),
+                     ("sync", TEAM_MAX * 64)]
         else:
             parts = [("xw", T * B * G * Hs * es), ("hr", B * G * Hs * es), ("h", B * Hs * es),
                      ("c", B * Hs * es), ("rh", B * Hs * es)]
