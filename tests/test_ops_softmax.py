@@ -284,3 +284,43 @@ def test_low_precision_softmax_symbolic_batch():
         with poisoned():
             got = sess.run(None, {"x": x})[0]
         np.testing.assert_array_equal(got.view(np.uint16), softmax_body(x, 1).view(np.uint16))
+
+
+@pytest.mark.parametrize("shape", [(7, 1), (5, 17), (6, 16), (3, 300), (9, 128), (2, 1000), (1, 4099)])
+def test_row_kernel_shapes_and_non_finite(shape):
+    """float Softmax along a contiguous row runs onnxc_softmax.h: rows in groups of four (any count),
+    vector body plus scalar tail (any length), long rows (float partials flushed to double), and a
+    NaN / +inf / -inf / huge value at the start, in the vector body and in the tail."""
+    x = special(shape, scale=20.0)
+    rows, n = shape
+    for r, col, v in [(0, 0, np.nan), (1 % rows, n - 1, np.inf), (2 % rows, n // 2, -np.inf),
+                      (3 % rows, min(20, n - 1), 1e30), (4 % rows, n - 1, -1e30)]:
+        x[r, col] = v
+    model = make_node_model("Softmax", {"x": x}, {"axis": -1}, opset=13)
+    check(model, {"x": x}, rtol=3e-6, atol=1e-7)
+
+
+def test_row_kernel_all_neg_inf_and_underflow():
+    """A row of -inf only is NaN (0/0) as in onnx.reference; exponents below -87 flush to 0."""
+    x = np.full((5, 40), -np.inf, np.float32)
+    x[1] = np.linspace(-200, 0, 40)
+    x[2, :] = 0
+    x[3] = np.linspace(-90, -80, 40)
+    x[4, 3] = 3.0
+    model = make_node_model("Softmax", {"x": x}, {"axis": -1}, opset=13)
+    check(model, {"x": x}, rtol=3e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_row_kernel_portable_build(portable, tmp_path):
+    """The row kernel in the portable build (4-float vectors, no FMA) too."""
+    from onnxc.compiler import Options
+    x = special((6, 37), scale=10.0)
+    x[1, 5], x[2, 36], x[3, 0] = np.nan, np.inf, -np.inf
+    model = make_node_model("Softmax", {"x": x}, {"axis": -1}, opset=13)
+    with np.errstate(all="ignore"):
+        want = ReferenceEvaluator(model).run(None, {"x": x})
+    typed_outputs(model, want)
+    path = onnxc.compiler.build_library(model, Options(portable=portable), cache_dir=tmp_path)
+    got = onnxc.InferenceSession(str(path)).run(None, {"x": x})
+    assert_close(want, got, 3e-6, 1e-7)

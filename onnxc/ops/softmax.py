@@ -28,6 +28,7 @@ UNROLL = 16   # partial max/sum accumulators along a contiguous row
 
 class _Softmax(OpSpec):
     template = "softmax.c.j2"
+    headers = ("onnxc_softmax.h",)   # float Softmax along a contiguous row
     log = False
 
     def infer(self, node):
