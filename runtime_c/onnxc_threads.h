@@ -10,8 +10,9 @@
  * the run at num_threads and at one thread (one run in ONNXC_TUNE_PROBE is spent at one thread to
  * keep that estimate fresh). After ONNXC_TUNE_STREAK consecutive runs slower than ONNXC_TUNE_SLOWER x the
  * one-thread estimate, runs take one thread and probe the full count again after 16 runs, doubling up to
- * ONNXC_TUNE_MAX_BACKOFF while the probes stay slow. Results never depend on the thread count
- * (every kernel splits work so that each output element is computed the same way).
+ * ONNXC_TUNE_MAX_BACKOFF while the probes stay slow. Kernels compute each output element the same
+ * way whatever the team, so results do not change (except the last bit of the two loss ops whose
+ * double sums are OpenMP reductions).
  *
  * Off with -DONNXC_NO_ADAPTIVE_THREADS, and without OpenMP (no clock is needed then). State is per
  * library and per input-dims hash (ONNXC_TUNE_SLOTS); a run that finds the state in use by another
