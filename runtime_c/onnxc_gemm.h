@@ -54,6 +54,12 @@ static inline int64_t onnxc__gmin(int64_t a, int64_t b) { return a < b ? a : b; 
                    onnxc__gmin((K), ONNXC_SGEMM_KC) *                                           \
                        (onnxc__gmin((N), ONNXC_SGEMM_NC) + ONNXC_SGEMM_NR_MAX)) + 128)
 
+/* Rows of A up to which a product with B prepacked splits B's columns between threads, not A's
+ * rows (onnxc__sgemm_bcols). */
+#ifndef ONNXC_SGEMM_FEW_ROWS
+#define ONNXC_SGEMM_FEW_ROWS 96
+#endif
+
 /* Below this many multiply-adds a GEMM stays on one thread. */
 #ifndef ONNXC_GEMM_PAR_MIN
 #define ONNXC_GEMM_PAR_MIN 262144
@@ -623,6 +629,46 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
     }
 }
 
+/* Few rows of A times B prepacked in NR-column panels, over threads: each share takes a run of
+ * column panels (balanced by columns) and packs all of A's rows itself, so each thread streams
+ * only its share of B (a row split makes every thread stream all of it: a 7x7 conv's 49 pixels
+ * times 512 channels, an MLP batch). Share t packs A into the workspace's A region (t = 0) or
+ * the B region's t-th Mp x KC slot (B is not packed here); the caller checks they fit. */
+/* First column panel of share t of `shares` (the panel boundary nearest t * N / shares). */
+ONNXC_GEMM_INL int64_t onnxc__bcols_edge(int64_t t, int64_t N, int64_t shares)
+{
+    return t == shares ? (N + ONNXC_SGEMM_NR - 1) / ONNXC_SGEMM_NR
+                       : (t * N / shares + ONNXC_SGEMM_NR / 2) / ONNXC_SGEMM_NR;
+}
+
+ONNXC_GEMM_FN void onnxc__sgemm_bcols(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                      int64_t ars, int64_t acs, float beta, float *C, int64_t rsc,
+                                      int64_t csc, float *Ap, float *Bp, int64_t shares, const float *Bpre, int nt)
+{
+    const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
+    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
+    (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t t = 0; t < shares; ++t) {
+        float *const mine = t == 0 ? Ap : Bp + (t - 1) * Mp * kcmax;
+        const int64_t q0 = onnxc__bcols_edge(t, N, shares), q1 = onnxc__bcols_edge(t + 1, N, shares);
+        for (int64_t pc = 0; pc < K && q0 < q1; pc += ONNXC_SGEMM_KC) {
+            const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+            const float bet = pc == 0 ? beta : 1.0f;
+            for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
+                onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, M - i), kc, A + i * ars + pc * acs, ars, acs,
+                                  mine + i * kc, ONNXC_SGEMM_MR);
+            const float *const Bb = Bpre + pc * Np;
+            for (int64_t j = q0 * ONNXC_SGEMM_NR; j < onnxc__gmin(q1 * ONNXC_SGEMM_NR, N); j += ONNXC_SGEMM_NR) {
+                const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
+                for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
+                    onnxc__sgemm_kernel(kc, mine + i * kc, Bb + j * kc, C + i * rsc + j * csc, rsc, csc,
+                                        (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr, alpha, bet);
+            }
+        }
+    }
+}
+
 /* One operand prepacked whole (Apre: MR-row panels, or Bpre: NR-column panels). The other one's
  * panels are split into per-thread shares; each share packs its panels into its own slot of the
  * workspace and computes every tile that uses them, so threads never wait for each other (no
@@ -649,6 +695,23 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned(int64_t M, int64_t N, int64_t K, float alp
     const int64_t slot = onnxc__gmin(q, cap / shares);         /* panels per pass */
     const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
     (void)par;
+    if (par && Bpre && M <= ONNXC_SGEMM_FEW_ROWS) {
+        /* few rows: split the columns instead where the larger share computes less (49 rows:
+         * 32 + 17 by row panels; 32 rows split evenly and stay: measured faster for an MLP at
+         * batch 32). Share t >= 1 packs A into the B region (not used here). */
+        const int64_t fit = 1 + onnxc__roundup(onnxc__gmin(N, ONNXC_SGEMM_NC), ONNXC_SGEMM_NR) / Mp;
+        const int64_t cs = onnxc__gmin(onnxc__gmin(nt, Np / ONNXC_SGEMM_NR), fit);
+        int64_t cmax = 0;
+        for (int64_t t = 0; t < cs; ++t) {
+            const int64_t cols = onnxc__gmin(N, onnxc__bcols_edge(t + 1, N, cs) * ONNXC_SGEMM_NR) -
+                                 onnxc__bcols_edge(t, N, cs) * ONNXC_SGEMM_NR;
+            cmax = cols > cmax ? cols : cmax;
+        }
+        if (cs > 1 && M * cmax < onnxc__gmin(q * ONNXC_SGEMM_MR, M) * N) {
+            onnxc__sgemm_bcols(M, N, K, alpha, A, ars, acs, beta, C, rsc, csc, Ap, Bp, cs, Bpre, nt);
+            return;
+        }
+    }
 
 #pragma omp parallel num_threads(nt) if(par)
 #pragma omp for schedule(static)

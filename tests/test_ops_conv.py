@@ -232,6 +232,25 @@ def test_conv_threads_and_chunks(threads):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_conv_few_pixels_column_split(threads):
+    """7x7 outputs (49 pixel rows of the swapped SGEMM, prepacked weights): threads split the
+    output channels (onnxc__sgemm_bcols) for a 1x1 and a strided 3x3 (im2col, K > KC)."""
+    x = rand((1, 64, 14, 14)) * 0.5
+    x[0, 3, 4, 5], x[0, 40, 13, 13] = np.nan, np.inf
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["y", "pw", "b2"], ["u"])]
+    inits = {"w": rand((150, 64, 3, 3)) * 0.05, "b": rand((150,)), "pw": rand((400, 150, 1, 1)) * 0.1,
+             "b2": rand((400,))}
+    m = make_model_from_nodes(nodes, {"x": x}, inits, ["y", "u"])
+    ref, _ = run_both(m, {"x": x})
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = onnxc.InferenceSession(m.SerializeToString(), so)
+    for got, want in zip(sess.run(None, {"x": x}), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 # ---- direct kernel (runtime_c/onnxc_conv.h): small stride-1 layers ------------------------------
 
 def conv_kinds(model, chan=False) -> list:

@@ -99,3 +99,30 @@ def test_results(case, portable, tmp_path):
             got, = sess.run(None, f)
             ref, = ref_eval.run(None, f)
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1, kw["K"] / 64))
+
+
+# few rows (<= ONNXC_SGEMM_FEW_ROWS) unevenly split by row panels: threads take column panels
+# instead (onnxc__sgemm_bcols), each packing all of A; several depth blocks, partial panels
+FEW_ROW_CASES = {
+    "gemm_49_rows": (dict(rows=49, K=600, N=517, tail="relu"), [49]),
+    "gemm_9_rows_transA": (dict(rows="n", K=300, N=1000, trans_a=1), [9, 17, 95]),
+    "matmul_folded_49": (dict(rows=7, K=257, N=130, matmul=True, lead=(7,), tail="residual"), [7]),
+}
+
+
+@pytest.mark.parametrize("case", list(FEW_ROW_CASES))
+def test_few_rows_column_split(case, tmp_path):
+    kw, row_counts = FEW_ROW_CASES[case]
+    m = gemm_model(**kw)
+    path = onnxc.compiler.build_library(m, Options(), cache_dir=tmp_path)
+    ref_eval = ReferenceEvaluator(m)
+    for nt in (2, 3, 4):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sess = onnxc.InferenceSession(str(path), so)
+        for rows in row_counts:
+            f = feed(m, rows)
+            f["A"].reshape(-1)[[5, 300, 301]] = [np.nan, np.inf, -np.inf]
+            got, = sess.run(None, f)
+            ref, = ref_eval.run(None, f)
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1, kw["K"] / 64))
