@@ -214,6 +214,16 @@ def test_conv_random_geometries():
     check(make_model_from_nodes(nodes, {"x": x}, inits, outs), {"x": x}, **tol(np.float32, 96))
 
 
+def check_threads(m, x, threads):
+    """Every output of m at this thread count against onnx.reference."""
+    ref, _ = run_both(m, {"x": x})
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = onnxc.InferenceSession(m.SerializeToString(), so)
+    for got, want in zip(sess.run(None, {"x": x}), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
 def test_conv_threads_and_chunks(threads):
     """Convolutions large enough to run im2col in chunks: one thread, threads inside each
@@ -224,12 +234,7 @@ def test_conv_threads_and_chunks(threads):
              helper.make_node("Conv", ["x", "pw", "b"], ["u"])]
     inits = {"w": rand((9, 16, 3, 3)), "b": rand((9,)), "w2": rand((6, 8, 3, 3)), "pw": rand((9, 16, 1, 1))}
     m = make_model_from_nodes(nodes, {"x": x}, inits, ["y", "z", "u"])
-    ref, _ = run_both(m, {"x": x})
-    so = onnxc.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = onnxc.InferenceSession(m.SerializeToString(), so)
-    for got, want in zip(sess.run(None, {"x": x}), ref):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_threads(m, x, threads)
 
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
@@ -243,12 +248,7 @@ def test_conv_few_pixels_column_split(threads):
     inits = {"w": rand((150, 64, 3, 3)) * 0.05, "b": rand((150,)), "pw": rand((400, 150, 1, 1)) * 0.1,
              "b2": rand((400,))}
     m = make_model_from_nodes(nodes, {"x": x}, inits, ["y", "u"])
-    ref, _ = run_both(m, {"x": x})
-    so = onnxc.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = onnxc.InferenceSession(m.SerializeToString(), so)
-    for got, want in zip(sess.run(None, {"x": x}), ref):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_threads(m, x, threads)
 
 
 # ---- direct kernel (runtime_c/onnxc_conv.h): small stride-1 layers ------------------------------
