@@ -8,9 +8,10 @@
  *
  * So a run with num_threads > 1 times itself, and the shape's state keeps two running estimates:
  * the run at num_threads and at one thread (one run in ONNXC_TUNE_PROBE is spent at one thread to
- * keep that estimate fresh). After ONNXC_TUNE_STREAK consecutive runs slower than ONNXC_TUNE_SLOWER x the
- * one-thread estimate, runs take one thread and probe the full count again after 16 runs, doubling up to
- * ONNXC_TUNE_MAX_BACKOFF while the probes stay slow. Kernels compute each output element the same
+ * keep that estimate fresh). When 4 of the last 8 full runs were slower than ONNXC_TUNE_SLOWER x the
+ * one-thread estimate (their median is: a busy machine makes some runs slow, not all), runs take one
+ * thread and probe the full count again after 16 runs, doubling up to ONNXC_TUNE_MAX_BACKOFF while the
+ * probes stay slow. Kernels compute each output element the same
  * way whatever the team, so results do not change (except the last bit of the two loss ops whose
  * double sums are OpenMP reductions).
  *
@@ -29,7 +30,7 @@
 
 #define ONNXC_TUNE_SLOTS 8
 #define ONNXC_TUNE_PROBE 128
-#define ONNXC_TUNE_STREAK 3
+#define ONNXC_TUNE_WINDOW_SLOW 4   /* of the last 8 full runs: slower ones that switch to one thread */
 #define ONNXC_TUNE_SLOWER 1.1
 #define ONNXC_TUNE_MAX_BACKOFF 4096
 
@@ -40,7 +41,7 @@ typedef struct {
     double t_one;
     int64_t countdown;  /* one-thread mode: runs left before the next full probe */
     int64_t backoff;
-    int slow;           /* consecutive full runs slower than ONNXC_TUNE_SLOWER x t_one */
+    unsigned slow;      /* bit i: full run i runs ago slower than ONNXC_TUNE_SLOWER x t_one */
     int one;            /* 1: runs take one thread */
     int busy;           /* held by a run (atomic) */
 } onnxc_tune;
@@ -101,8 +102,8 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
         }
     } else {
         s->t_full = s->t_full > 0 ? 0.75 * s->t_full + 0.25 * dt : dt;
-        s->slow = (s->t_one > 0 && dt > ONNXC_TUNE_SLOWER * s->t_one) ? s->slow + 1 : 0;
-        if (s->slow >= ONNXC_TUNE_STREAK) {
+        s->slow = ((s->slow << 1) | (s->t_one > 0 && dt > ONNXC_TUNE_SLOWER * s->t_one)) & 0xffu;
+        if (__builtin_popcount(s->slow) >= ONNXC_TUNE_WINDOW_SLOW) {   /* the median is slower */
             s->one = 1;
             s->slow = 0;
             s->countdown = s->backoff;

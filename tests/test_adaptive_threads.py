@@ -60,10 +60,10 @@ def test_decisions(tmp_path):
     quiet, busy, back, held, free, _ = _run_driver(tmp_path)
     # threads pay: full count except the one-thread probes (run 4, then every 128th)
     assert [i + 1 for i, c in enumerate(quiet) if c == "1"] == [4, 128, 256]
-    # busy: 3 slow runs at the full count, then one thread, with full probes 16, 32, 64, ... apart
+    # busy: 4 slow runs at the full count, then one thread, with full probes 16, 32, 64, ... apart
     probes = [i for i, c in enumerate(busy) if c == "2"]
-    assert probes[:3] == [0, 1, 2]
-    assert list(np.diff(probes[2:])) == [16, 32, 64, 128, 256, 512]
+    assert probes[:4] == [0, 1, 2, 3]
+    assert list(np.diff(probes[3:])) == [16, 32, 64, 128, 256, 512]
     assert busy.count("1") > 1900
     # quiet again: the next full probe is fast, the full count comes back
     first_full = back.index("2")
@@ -77,6 +77,14 @@ def test_short_runs_timed_one_in_eight(tmp_path):
     quiet, busy = _run_driver(tmp_path, src)[:2]
     assert [i + 1 for i, c in enumerate(quiet) if c == "1"] == [4, 128, 256]
     assert busy.index("1") < 40 and busy.count("1") > 1900
+
+
+def test_half_slow_runs_switch(tmp_path):
+    """A busy machine slows some full-count runs, not all: when every other one is slow (the median
+    is), runs go to one thread all the same."""
+    src = DRIVER.replace("step(50.0, 2.0)", "step(i % 2 ? 50.0 : 1.0, 2.0)")
+    busy = _run_driver(tmp_path, src)[1]
+    assert busy[:40].count("1") > 20 and busy.count("1") > 1900
 
 
 def test_same_outputs_at_any_count():
