@@ -61,16 +61,18 @@
 ONNXC__CSTR_TILE(onnxc__cstr_t1, 1)
 ONNXC__CSTR_TILE(onnxc__cstr_t2, 2)
 ONNXC__CSTR_TILE(onnxc__cstr_tn, ONNXC_SGEMM_NV)
+
 #endif
 
 /* Y rows [0, rows) of the band (output channel m, row r, column ow at y[m * ldy + r * OW + ow])
- * = bias + W * band, for all M channels. xb: the band's phase planes (row stride RW); offs: K
- * tap offsets; wp: [panel of MR][K][MR]. Reads up to a vector past OW + the largest offset. */
-ONNXC_GEMM_FN void onnxc_conv_strided(int64_t M, int64_t K, const float *wp, const int32_t *offs,
+ * = bias + W * band, for channels [c0, M) (c0 a multiple of MR). xb: the band's phase planes
+ * (row stride RW); offs: K tap offsets; wp: [panel of MR][K][MR]. Reads up to a vector past
+ * OW + the largest offset. */
+ONNXC_GEMM_FN void onnxc_conv_strided(int64_t c0, int64_t M, int64_t K, const float *wp, const int32_t *offs,
                                       const float *xb, int64_t RW, int64_t rows, int64_t OW,
                                       const float *bias, float *y, int64_t ldy)
 {
-    for (int64_t p = 0; p * ONNXC_SGEMM_MR < M; ++p) {
+    for (int64_t p = c0 / ONNXC_SGEMM_MR; p * ONNXC_SGEMM_MR < M; ++p) {
         const int64_t m0 = p * ONNXC_SGEMM_MR;
         const int mr = (int)(M - m0 < ONNXC_SGEMM_MR ? M - m0 : ONNXC_SGEMM_MR);
         const float *const w = wp + m0 * K;
@@ -98,9 +100,46 @@ ONNXC_GEMM_FN void onnxc_conv_strided(int64_t M, int64_t K, const float *wp, con
                     }
                     yr[i * ldy + ow] = s + (bp ? bp[i] : 0.0f);
                 }
+
 #endif
         }
     }
+}
+
+
+/* The same product for short output rows (14, 7: a row tile would be mostly padding): tiles of
+ * NR consecutive wide positions q = r * RW + ow span rows; only ow < OW is copied out (runs of a
+ * row). Channels [c0, M). Reads up to NR past the band's last output + the largest offset. */
+ONNXC_GEMM_FN void onnxc_conv_strided_wide(int64_t c0, int64_t M, int64_t K, const float *wp, const int32_t *offs,
+                                           const float *xb, int64_t RW, int64_t rows, int64_t OW,
+                                           const float *bias, float *y, int64_t ldy)
+{
+#if defined(ONNXC_GEMM_VEC)
+    const int64_t Q = (rows - 1) * RW + OW;   /* one past the last output's wide position */
+    float t[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
+    for (int64_t m0 = c0; m0 < M; m0 += ONNXC_SGEMM_MR) {
+        const int mr = (int)(M - m0 < ONNXC_SGEMM_MR ? M - m0 : ONNXC_SGEMM_MR);
+        const float *const w = wp + m0 * K;
+        const float *const bp = bias ? bias + m0 : NULL;
+        for (int64_t q0 = 0; q0 < Q; q0 += ONNXC_SGEMM_NR) {
+            const int64_t qe = Q - q0 < ONNXC_SGEMM_NR ? Q : q0 + ONNXC_SGEMM_NR;
+            onnxc__cstr_tn(K, w, offs, xb + q0, bp, mr, t, ONNXC_SGEMM_NR, ONNXC_SGEMM_NR);
+            for (int64_t q = q0; q < qe;) {
+                const int64_t r = q / RW, ow = q % RW;
+                if (ow >= OW) {   /* the wide columns past the row */
+                    q += RW - ow;
+                    continue;
+                }
+                const int64_t len = OW - ow < qe - q ? OW - ow : qe - q;
+                for (int i = 0; i < mr; ++i)
+                    memcpy(y + (m0 + i) * ldy + r * OW + ow, t + i * ONNXC_SGEMM_NR + (q - q0), sizeof(float) * (size_t)len);
+                q += len;
+            }
+        }
+    }
+#else
+    onnxc_conv_strided(c0, M, K, wp, offs, xb, RW, rows, OW, bias, y, ldy);
+#endif
 }
 
 #endif

@@ -74,15 +74,36 @@ def test_strided_wide_non_finite():
         run_threads(m, feeds, nt)
 
 
-def test_deep_strided_and_grouped_stay_on_im2col():
-    m, feeds = conv_model((1, 32, 14, 14), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # K = 288
+# deep convs with short rows (14, 7): tiles of wide positions across rows, channel shares per thread
+SHORT_CASES = [
+    ((1, 32, 28, 28), (20, 32, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),      # rows of 14
+    ((1, 40, 14, 13), (17, 40, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),      # rows of 7, odd M
+    ((2, 64, 27, 48), (9, 64, 3, 3), {"pads": [0, 1, 2, 1], "strides": [2, 2]}),       # rows of 24, K = 576
+    ((1, 128, 19, 19), (24, 128, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),    # K = 1152 > KC
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", SHORT_CASES)
+@pytest.mark.parametrize("fuse", ["", "res_clip"])
+def test_strided_short_rows(xs, ws, attrs, fuse):
+    m, feeds = wide_model(xs, ws, attrs, fuse)
+    p = params(m)[0]
+    assert p["kind"] == "strided" and p["strided"]["tiles"] == "wide"
+    check(m, feeds, **TOL)
+    feeds["x"][0, 1, 2, 3], feeds["x"][-1, -1, -1, -1] = np.nan, np.inf
+    for nt in (2, 3, 4):
+        run_threads(m, feeds, nt)
+
+
+def test_which_strided_convs_take_it():
+    m, feeds = conv_model((1, 32, 14, 14), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # rows of 7
+    assert params(m)[0]["kind"] == "strided"
+    m, feeds = conv_model((1, 32, 10, 10), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # rows of 5
     assert params(m)[0]["kind"] == "im2col"
-    m, feeds = conv_model((1, 32, 28, 28), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # rows of 14
+    m, feeds = conv_model((1, 256, 14, 14), (8, 256, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})  # K = 2304
     assert params(m)[0]["kind"] == "im2col"
-    m, feeds = conv_model((1, 8, 48, 48), (8, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})     # rows of 24
-    assert params(m)[0]["kind"] == "im2col"
-    m, feeds = conv_model((1, 8, 14, 14), (8, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})     # 8 channels
-    assert params(m)[0]["kind"] == "im2col"
+    m, feeds = conv_model((1, 8, 40, 40), (8, 8, 5, 5), {"strides": [3, 3], "pads": [1, 1, 1, 1]})     # rows of 13
+    assert params(m)[0]["kind"] == "strided"
     m, feeds = conv_model((1, 4, 14, 14), (8, 2, 3, 3), {"strides": [2, 2], "group": 2})
     assert params(m)[0]["kind"] == "im2col"
 

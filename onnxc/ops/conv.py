@@ -62,6 +62,11 @@ STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K =
 STRIDED_MAX_K = 160          # ones whose output rows fill its 16-float vector tiles (STRIDED_WIDE_*)
 STRIDED_WIDE_MIN_OW = 24     # measured (3x3 stride 2, 32-256 channels, 1 and 2 threads): rows of 28+
 STRIDED_WIDE_MAX_PAD = 0.15  # beat im2col by 1.15-1.5x; rows of 14 and 7 (one part-empty vector) lose
+STRIDED_SHORT_MIN_OW = 7     # shorter rows of deep convs: wide-position tiles (rows of 14 and 7)
+STRIDED_SHORT_MIN_FILL = 0.85   # outputs per wide position (OW / RW) at least this
+STRIDED_SHORT_BAND_BYTES = 512 << 10
+STRIDED_SHORT_MAX_K = 1152   # a channel panel's weights (8 x K floats) stay in L1: 128 channels x 3x3
+                             # at 28 -> 14 699 -> 606 us (1 thread), 590 -> 327 (2); K = 2304 lost 1.4x
 STRIDED_MIN_BANDS = 16       # output-row bands per image (jobs for the threads)
 STRIDED_BAND_BYTES = 192 << 10
 
@@ -289,13 +294,17 @@ def strided_layout(node, g, kind: str) -> dict | None:
     (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
     (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
     C, K = g["C"], g["C"] * KH * KW
-    wide = OW >= STRIDED_WIDE_MIN_OW and -(-OW // 16) * 16 - OW <= STRIDED_WIDE_MAX_PAD * OW
-    if (C > STRIDED_MAX_C or K > STRIDED_MAX_K) and not wide:
-        return None
     eh = max(kh * DH // SH for kh in range(KH))
     RW = OW + max(kw * DW // SW for kw in range(KW))
-    BR = max(1, min(OH, -(-OH // STRIDED_MIN_BANDS)))
-    while BR > 1 and 4 * C * SH * SW * (BR + eh) * RW > STRIDED_BAND_BYTES:
+    fill = OW >= STRIDED_WIDE_MIN_OW and -(-OW // 16) * 16 - OW <= STRIDED_WIDE_MAX_PAD * OW
+    # deep convs with short rows: tiles of wide positions across rows (onnxc_conv_strided_wide),
+    # in bands of many rows (threads split the output channels instead)
+    tiles = "wide" if (C > STRIDED_MAX_C or K > STRIDED_MAX_K) and not fill else "rows"
+    if tiles == "wide" and (OW < STRIDED_SHORT_MIN_OW or OW < STRIDED_SHORT_MIN_FILL * RW or K > STRIDED_SHORT_MAX_K):
+        return None
+    BR = max(1, min(OH, -(-OH // STRIDED_MIN_BANDS))) if tiles == "rows" else OH
+    limit = STRIDED_BAND_BYTES if tiles == "rows" else STRIDED_SHORT_BAND_BYTES
+    while BR > 1 and 4 * C * SH * SW * (BR + eh) * RW > limit:
         BR -= 1
     RB = BR + eh
     pplane = RB * RW
@@ -308,10 +317,10 @@ def strided_layout(node, g, kind: str) -> dict | None:
             c0 = max(0, -(-(PL - b) // SW))
             c1 = min(RW, (IW - 1 + PL - b) // SW + 1) if IW - 1 + PL - b >= 0 else 0
             phases.append({"a": a, "b": b, "base": (a * SW + b) * pplane, "c0": c0, "c1": max(c0, c1)})
-    slack = RW + 2 * DW_VL * 4   # reads past OW in the last row: up to a vector tile
+    slack = RW + 2 * DW_VL * 4   # reads past OW in the last row: up to a vector tile (NR <= 64)
     buf = _align(4 * (C * cplane + slack))
     return {"BR": BR, "RB": RB, "RW": RW, "cplane": cplane, "offs": offs, "phases": phases,
-            "slack": slack, "slot_bytes": buf, "slots": CONV_SLOTS, "IH": IH, "IW": IW, "PT": PT, "SH": SH,
+            "slack": slack, "slot_bytes": buf, "slots": CONV_SLOTS, "tiles": tiles, "IH": IH, "IW": IW, "PT": PT, "SH": SH,
             "SW": SW, "PL": PL, "nband": -(-OH // BR)}
 
 
