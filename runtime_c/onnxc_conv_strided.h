@@ -123,7 +123,12 @@ ONNXC_GEMM_FN void onnxc_conv_strided_wide(int64_t c0, int64_t M, int64_t K, con
         const float *const bp = bias ? bias + m0 : NULL;
         for (int64_t q0 = 0; q0 < Q; q0 += ONNXC_SGEMM_NR) {
             const int64_t qe = Q - q0 < ONNXC_SGEMM_NR ? Q : q0 + ONNXC_SGEMM_NR;
-            onnxc__cstr_tn(K, w, offs, xb + q0, bp, mr, t, ONNXC_SGEMM_NR, ONNXC_SGEMM_NR);
+            if (qe - q0 <= ONNXC_SGEMM_VL)          /* the last positions: narrower tiles */
+                onnxc__cstr_t1(K, w, offs, xb + q0, bp, mr, t, ONNXC_SGEMM_NR, ONNXC_SGEMM_VL);
+            else if (qe - q0 <= 2 * ONNXC_SGEMM_VL)
+                onnxc__cstr_t2(K, w, offs, xb + q0, bp, mr, t, ONNXC_SGEMM_NR, 2 * ONNXC_SGEMM_VL);
+            else
+                onnxc__cstr_tn(K, w, offs, xb + q0, bp, mr, t, ONNXC_SGEMM_NR, ONNXC_SGEMM_NR);
             for (int64_t q = q0; q < qe;) {
                 const int64_t r = q / RW, ow = q % RW;
                 if (ow >= OW) {   /* the wide columns past the row */
