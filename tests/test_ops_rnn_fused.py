@@ -66,6 +66,9 @@ def test_fused_vs_spec(op, case, nt):
     for _ in range(3):    # the team's steps give the same bits every run (no race on h)
         for g, again in zip(got, sess.run(None, feeds)):
             np.testing.assert_array_equal(g, again)
+    if nt > 1:            # and the same bits as one thread (k summed in one order)
+        for g, one in zip(got, session(m, 1).run(None, feeds)):
+            np.testing.assert_array_equal(g, one)
 
 
 @pytest.mark.parametrize("nt", [1, 2])
