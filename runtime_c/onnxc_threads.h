@@ -11,7 +11,9 @@
  * keep that estimate fresh). When 4 of the last 8 full runs were slower than ONNXC_TUNE_SLOWER x the
  * one-thread estimate (their median is: a busy machine makes some runs slow, not all), runs take one
  * thread and probe the full count again after 16 runs, doubling up to ONNXC_TUNE_MAX_BACKOFF while the
- * probes stay slow. Kernels compute each output element the same
+ * probes stay slow. A probe is two full runs judged by the second: the first wakes a team that slept
+ * through the one-thread runs, and judged alone it kept a 36 us LSTM run (2 threads) at one thread's
+ * 60 us. Kernels compute each output element the same
  * way whatever the team, so results do not change (except the last bit of the two loss ops whose
  * double sums are OpenMP reductions).
  *
@@ -41,8 +43,10 @@ typedef struct {
     double t_one;
     int64_t countdown;  /* one-thread mode: runs left before the next full probe */
     int64_t backoff;
+    int64_t full_since; /* the run full mode last resumed at */
     unsigned slow;      /* bit i: full run i runs ago slower than ONNXC_TUNE_SLOWER x t_one */
     int one;            /* 1: runs take one thread */
+    int warm;           /* one-thread mode: the first of a probe's two full runs is done */
     int busy;           /* held by a run (atomic) */
 } onnxc_tune;
 
@@ -66,7 +70,8 @@ static inline onnxc_tune *onnxc_tune_acquire(onnxc_tune *slots, int64_t key)
         s->t_full = s->t_one = 0;
         s->countdown = 0;
         s->backoff = 16;
-        s->slow = s->one = 0;
+        s->full_since = 0;
+        s->slow = s->one = s->warm = 0;
     }
     return s;
 }
@@ -90,11 +95,15 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
 {
     if (used == 1 && nt > 1) {
         s->t_one = s->t_one > 0 ? 0.75 * s->t_one + 0.25 * dt : dt;
-    } else if (s->one) {            /* a probe at the full count */
+    } else if (s->one && !s->warm) {   /* a probe's first run wakes the team: not judged */
+        s->warm = 1;
+        s->countdown = 1;
+    } else if (s->one) {            /* a probe's second run at the full count */
+        s->warm = 0;
         if (dt < s->t_one) {
-            s->one = 0;
+            s->one = 0;       /* the backoff resets when the full count holds a while */
             s->slow = 0;
-            s->backoff = 16;
+            s->full_since = s->runs;
             s->t_full = dt;
         } else {
             s->backoff = s->backoff * 2 > ONNXC_TUNE_MAX_BACKOFF ? ONNXC_TUNE_MAX_BACKOFF : s->backoff * 2;
@@ -106,6 +115,9 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
         if (__builtin_popcount(s->slow) >= ONNXC_TUNE_WINDOW_SLOW) {   /* the median is slower */
             s->one = 1;
             s->slow = 0;
+            /* flapping (full again, soon slow again) backs off like a failed probe */
+            s->backoff = s->runs - s->full_since >= 256 ? 16
+                       : (s->backoff * 2 > ONNXC_TUNE_MAX_BACKOFF ? ONNXC_TUNE_MAX_BACKOFF : s->backoff * 2);
             s->countdown = s->backoff;
         }
     }

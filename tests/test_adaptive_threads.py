@@ -60,15 +60,29 @@ def test_decisions(tmp_path):
     quiet, busy, back, held, free, _ = _run_driver(tmp_path)
     # threads pay: full count except the one-thread probes (run 4, then every 128th)
     assert [i + 1 for i, c in enumerate(quiet) if c == "1"] == [4, 128, 256]
-    # busy: 4 slow runs at the full count, then one thread, with full probes 16, 32, 64, ... apart
+    # busy: 4 slow runs at the full count, then one thread, with probes 16, 32, 64, ... apart, each
+    # two full runs (the first wakes the team and is not judged)
     probes = [i for i, c in enumerate(busy) if c == "2"]
     assert probes[:4] == [0, 1, 2, 3]
-    assert list(np.diff(probes[3:])) == [16, 32, 64, 128, 256, 512]
+    assert list(np.diff(probes[3:])) == [16, 1, 32, 1, 64, 1, 128, 1, 256, 1, 512, 1]
     assert busy.count("1") > 1900
-    # quiet again: the next full probe is fast, the full count comes back
+    # quiet again: the next probe is fast, the full count comes back
     first_full = back.index("2")
     assert back[first_full:first_full + 100].count("2") >= 99
     assert held == "1" and free == "1"
+
+
+def test_cold_first_probe_run_not_judged(tmp_path):
+    """Busy, then quiet; the first full run after one-thread runs is slow (a team waking up), the
+    second fast: the probe judges the second, and the full count comes back."""
+    src = DRIVER.replace("for (int i = 0; i < 3000; ++i) printf(\"%d\", step(1.0, 1.8));",
+                         "for (int i = 0; i < 3000; ++i) printf(\"%d\", step(prev_one ? 50.0 : 1.0, 1.8));")
+    src = src.replace("static int step(double full, double one)\n{",
+                      "static int prev_one;\nstatic int step(double full, double one)\n{")
+    src = src.replace("    return used;\n}", "    prev_one = used == 1;\n    return used;\n}")
+    back = _run_driver(tmp_path, src)[2]
+    first_full = back.index("2")
+    assert back[first_full:first_full + 100].count("2") >= 98
 
 
 def test_short_runs_timed_one_in_eight(tmp_path):
