@@ -10,8 +10,9 @@ compile time (#error on a mismatch, never a silently wrong product).
 
 Batch-1 layers (onnxc_gemv.h, no ISA dependence, so done whatever the block): a float Gemm
 with constant B and few rows gets op(B) (K x N) as column strips (input 4, `_prepacked` =
-{"gemv": 1}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W^T and R^T strips per
-direction (inputs 8 and 9, `_prepacked_rnn`). Strip layout (gemv_strips): columns padded with
+{"gemv": 1}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W as gate-interleaved
+SGEMM panels and R in blocks of hidden units with their gates side by side, per direction (inputs 8
+and 9, `_prepacked_rnn`; layouts in passes/prepack_rnn.py). Strip layout (gemv_strips): columns padded with
 zeros to a multiple of GEMV_PAD, cut into strips of GEMV_SW columns, each strip's K rows
 stored contiguously, strip s at float offset s * GEMV_SW * K.
 
