@@ -10,6 +10,14 @@
 
 #include "onnxc_gemm.h"
 
+/* Stride-1 depthwise on small planes (templates/c/ops/_conv_dw_flat.c.j2): masked loads of 16
+ * output positions per tap straight from the unpadded plane, no copy. Other ISAs keep the phase
+ * kernel below. */
+#if defined(ONNXC_GEMM_VEC) && defined(__AVX512F__)
+#include <immintrin.h>
+#define ONNXC_DW_FLAT 1
+#endif
+
 #if defined(ONNXC_GEMM_VEC)
 #define ONNXC_DW_VL ONNXC_SGEMM_VL
 ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a) { return (onnxc_vf){0} + a; }

@@ -57,6 +57,10 @@ PW_SLOTS = 8
 PW_PAD = 16                  # padded copy of X for pointwise (pointwise_xpad): rows of whole vectors
 PW_XPAD_MAX_BYTES = 1 << 20
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
+DWF_VL = 16                  # depthwise_flat: AVX-512 lanes
+DWF_MAX_POSITIONS = 64 * 64  # planes up to this run as one unrolled row of chunks, larger ones per row
+DWF_GROUP, DWF_GROUP_BYTES = 8, 32 << 10   # stride 2: channels split into phases at once (L1)
+DWF_MAX_LOADS = 2048         # chunks x taps: the loads unrolled per channel
 DW_VL = 16                   # slack after the planes and the band: the widest vector
 STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K = 27, 147), and deeper
 STRIDED_MAX_K = 160          # ones whose output rows fill its 16-float vector tiles (STRIDED_WIDE_*)
@@ -281,6 +285,67 @@ def depthwise_phases(g, ct_float: bool) -> dict | None:
             "xp_bytes": xp_bytes, "slot_bytes": slot_bytes, "slots": DW_SLOTS}
 
 
+def depthwise_flat(g, ct_float: bool) -> dict | None:
+    """Depthwise with 16 output positions per vector (templates/c/ops/_conv_dw_flat.c.j2,
+    AVX-512), or None. Output position p = oh * OW + ow reads tap t at p + off[t] in a plane of
+    rows OW wide: the input itself at stride 1 when OW == IW; at stride 2 (IW even, OW == IW / 2)
+    the four stride phases of the input, split off per channel into a thread's slot (phase (a, b)
+    holds input (2r + a, 2c + b) at r * OW + c). Each chunk's masks keep the lanes whose tap lies
+    inside the input, so the padding is never stored. Small planes ("flat") run as one row of
+    chunks with the rows' bounds in the masks; larger ones per output row, the kernel rows outside
+    the input skipped at run time."""
+    if not ct_float or g["I"][0] != 1 or g["KS"][0] != 1:
+        return None
+    (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
+    (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
+    n = OH * OW
+    flat = n <= DWF_MAX_POSITIONS and -(-n // DWF_VL) * KH * KW <= DWF_MAX_LOADS
+    width = n if flat else OW                  # positions per row of chunks
+    nch = -(-width // DWF_VL)
+    if n == 0 or nch * KH * KW > DWF_MAX_LOADS:
+        return None
+    plane = 0
+    if (SH, SW) == (1, 1) and OW == IW:
+        taps = [((kh * DH - PT) * IW + kw * DW - PL, IH, kh * DH - PT, kw * DW - PL)
+                for kh in range(KH) for kw in range(KW)]   # (offset, rows of its plane, row, column shift)
+    elif (SH, SW, DH, DW) == (2, 2, 1, 1) and IW % 2 == 0 and OW == IW // 2:
+        PH = (IH + 1) // 2
+        plane = PH * OW + DWF_VL   # + slack: the split stores whole vectors
+        taps = []
+        for kh in range(KH):
+            for kw in range(KW):
+                a, b = (kh - PT) % 2, (kw - PL) % 2
+                dr, dc = (kh - PT - a) // 2, (kw - PL - b) // 2
+                taps.append(((a * 2 + b) * plane + dr * OW + dc, (IH - a + 1) // 2, dr, dc))
+    else:
+        return None
+    chunks = []
+    for j in range(nch):
+        masks = []
+        for _, rows, dr, dc in taps:
+            m = 0
+            for lane in range(DWF_VL):
+                q = j * DWF_VL + lane
+                oh, ow = divmod(q, OW)
+                if q < width and 0 <= ow + dc < OW and (not flat or 0 <= oh + dr < rows):
+                    m |= 1 << lane
+            masks.append(m)
+        chunks.append({"base": j * DWF_VL, "masks": masks, "keep": (1 << min(DWF_VL, width - j * DWF_VL)) - 1})
+    out = {"offs": [t[0] for t in taps], "chunks": chunks, "flat": flat,
+           "kh_rows": [(taps[kh * KW][2], taps[kh * KW][1]) for kh in range(KH)],
+           "phases": None, "slots": 0, "slot_bytes": 0}
+    if plane:
+        # each input row: chunks of 32 floats (c0, lanes of the low and high loads)
+        split = [{"c0": c0, "lo": (1 << min(IW - c0, DWF_VL)) - 1, "hi": (1 << max(0, min(IW - c0, 2 * DWF_VL) - DWF_VL)) - 1}
+                 for c0 in range(0, IW, 2 * DWF_VL)]
+        group = max(1, min(DWF_GROUP, DWF_GROUP_BYTES // (16 * plane)))
+        if 16 * plane * group > DW_MAX_SLOT_BYTES:
+            return None
+        out.update(phases={"plane": plane, "split": split, "group": group}, slots=DW_SLOTS,
+                   slot_bytes=_align(16 * plane * group))
+    return out
+
+
 def strided_layout(node, g, kind: str) -> dict | None:
     """runtime_c/onnxc_conv_strided.h for a float 2-D strided conv with one group and either few
     input channels and a short depth (an image model's first conv: im2col would write K floats
@@ -419,6 +484,9 @@ class Conv(OpSpec):
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dw:
             native = dw["slots"] * dw["slot_bytes"]
+        dwf = depthwise_flat(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
+        if dwf:   # the scratch serves whichever kernel the ISA picks
+            native = max(native, dwf["slots"] * dwf["slot_bytes"])
         if direct:   # per slot: the padded planes, then the wide output
             wpack, wpack_bytes, pre, slot_off, slots = False, 0, None, 0, CONV_SLOTS
             slot_bytes = _align(direct["xp_bytes"]) + _align(direct["yw_bytes"])
@@ -430,7 +498,7 @@ class Conv(OpSpec):
         return {**g, **lowp, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
                 "prepacked": pre, "slots": slots, "slot_off": slot_off, "slot_bytes": slot_bytes,
                 "dw_lo": dw_lo,
-                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "pw": pw, "kind": kind,
+                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "dwf": dwf, "pw": pw, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
                 "has_bias": node.input(2) is not None, "direct": direct, **epilogue(node)}
