@@ -20,7 +20,13 @@
 
 #if defined(ONNXC_GEMM_VEC)
 #define ONNXC_DW_VL ONNXC_SGEMM_VL
-ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a) { return (onnxc_vf){0} + a; }
+/* a in every lane: one broadcast (`(onnxc_vf){0} + a` costs a scalar add first, kept for a = -0) */
+ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a)
+{
+    onnxc_vf v;
+    _Pragma("GCC unroll 16") for (int i = 0; i < ONNXC_SGEMM_VL; ++i) v[i] = a;
+    return v;
+}
 #endif
 
 /* Pointwise (1x1, stride 1, no pad) with weights packed at compile time like onnxc_sgemm_wpack
@@ -49,7 +55,7 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
             _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv)
                 xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);
             _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
-                const onnxc_vf ws = onnxc_dw_splat(w[r]);
+                const float ws = w[r];   /* scalar x vector: a broadcast from memory, as in the SGEMM */
                 _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] += ws * xv[v];
             }
         }
