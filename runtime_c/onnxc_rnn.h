@@ -40,8 +40,8 @@
  * Eigen and onnxruntime's MLAS use; max error 3.1e-7 relative, measured), so 1.6e-7 absolute:
  * tiny results lose their relative accuracy, as in onnxruntime's LSTM. One division, no exp:
  * the gate math is a long chain per block and paces the step. Saturated to exactly +-1 from
- * |x| >= 9 (tanh rounds to 1 there), so +-inf give 0 and 1; NaN stays NaN. (Tanh gates use
- * onnxc_vtanhf: an RNN's recurrence amplifies tanh's error more.) */
+ * |x| >= 9 (tanh rounds to 1 there), so +-inf give 0 and 1; NaN stays NaN. LSTM's tanh gates use
+ * onnxc_rnn_tanhf too; RNN and GRU use onnxc_vtanhf (their recurrence amplifies tanh's error more). */
 static inline float onnxc_rnn_tanhf(float x0)
 {
     const float c = 9.0f;

@@ -18,7 +18,7 @@ from .common import attr_enum, fail
 from .elementwise import c_math
 from .gemm import c_float, sgemm_work_bytes
 from .registry import OpSpec, register
-from ..passes.prepack_rnn import U, rnn_strides
+from ..passes.prepack_rnn import U, rnn_copies, rnn_strides
 
 D = dtypes.BY_NAME
 TEAM_MAX = 64      # ONNXC_RNN_TEAM_MAX: the fused steps' team, one 64-byte flag per thread
@@ -140,9 +140,13 @@ class _Recurrent(OpSpec):
             expr = expr.replace("ALPHA", c_float(a, ct.c)).replace("BETA", c_float(b, ct.c))
             if ct.c == "float" and canon in ("Sigmoid", "Tanh"):
                 # sigmoid: onnxc_rnn.h's exp-free form (1.6e-7 absolute, as onnxruntime's MLAS
-                # gates; 7% of a batch-1 LSTM); tanh stays within 1.5 ulp: a chaotic RNN amplifies
-                # its error (the rational tanh failed 1 in 30 random 70-unit RNNs at rtol 1e-4)
-                expr = "onnxc_rnn_sigmoidf(@)" if canon == "Sigmoid" else "onnxc_vtanhf(@)"
+                # gates; 7% of a batch-1 LSTM). Tanh: the same rational form in an LSTM (its
+                # gates' chain paces the step: 8% of a batch-1 128-unit LSTM; 50 random LSTMs
+                # stayed under half of rtol 1e-4 against float64, like onnxc_vtanhf); RNN and GRU
+                # keep onnxc_vtanhf (1.5 ulp): a chaotic RNN amplifies the error (the rational
+                # tanh failed 1 in 30 random 70-unit RNNs at rtol 1e-4)
+                expr = "onnxc_rnn_sigmoidf(@)" if canon == "Sigmoid" else (
+                    "onnxc_rnn_tanhf(@)" if self.cell == "lstm" else "onnxc_vtanhf(@)")
             out.append(c_math(expr, ct.c))
         return [out[d * n:(d + 1) * n] for d in range(g["nd"])]
 
@@ -194,7 +198,8 @@ class _Recurrent(OpSpec):
                 # constant W, R laid out by passes/prepack_rnn.py (inputs 8, 9): fused steps
                 "fused": fused, "wpanels": fused if fused and "nr" in fused else None,
                 "U": U, "Hp": Hp, "nblk": Hp // U,
-                "ws_stride": strides[0], "rs_stride": strides[1]}
+                "ws_stride": strides[0], "rs_stride": strides[1], "rs_copy": strides[2],
+                "r_copies": rnn_copies(g["G"], g["H"])}
 
     def scratch(self, node):
         return self._layout(node, self.geometry(node))[1]
