@@ -36,9 +36,27 @@ ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a)
  * once from the register tile. tmp: K * NR + 2 * MR * NR floats for the last partial tile. */
 #define ONNXC_PW_TMP_FLOATS(K) ((int64_t)(K) * ONNXC_SGEMM_NR + 2 * ONNXC_SGEMM_MR * ONNXC_SGEMM_NR)
 
+#if defined(ONNXC_GEMM_VEC)
+/* lo, hi: the fused Relu / Clip, lo > v ? lo : v then hi < v ? hi : v (NaN passes; -INFINITY and
+ * INFINITY when absent) */
+ONNXC_GEMM_INL onnxc_vf onnxc__pw_clamp(onnxc_vf v, float lo, float hi)
+{
+#if defined(ONNXC_DW_FLAT) && ONNXC_SGEMM_VL == 16
+    return (onnxc_vf)_mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), (__m512)v));
+#else
+    typedef int32_t onnxc__pwvi __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
+    const onnxc_vf l = onnxc_dw_splat(lo), h = onnxc_dw_splat(hi);
+    onnxc__pwvi m = l > v;
+    v = (onnxc_vf)(((onnxc__pwvi)l & m) | ((onnxc__pwvi)v & ~m));
+    m = h < v;
+    return (onnxc_vf)(((onnxc__pwvi)h & m) | ((onnxc__pwvi)v & ~m));
+#endif
+}
+#endif
+
 ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x,
                                    int64_t ldx, const float *bias, const float *z, int64_t ldz, float *y,
-                                   int64_t ldy, int rows, int nv)
+                                   int64_t ldy, int rows, int nv, float lo, float hi)
 {
 #if defined(ONNXC_GEMM_VEC)
     onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
@@ -65,7 +83,7 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
             onnxc_vf o = acc[r][v];
             if (z)
                 o += onnxc__vload(z + r * ldz + v * ONNXC_SGEMM_VL);
-            onnxc__vstore(y + r * ldy + v * ONNXC_SGEMM_VL, o);
+            onnxc__vstore(y + r * ldy + v * ONNXC_SGEMM_VL, onnxc__pw_clamp(o, lo, hi));
         }
 #else
     float acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NR];
@@ -79,7 +97,11 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
                 for (int j = 0; j < ONNXC_SGEMM_NR; ++j) acc[r][j] += w[k * ONNXC_SGEMM_MR + r] * x[(pc + k) * ldx + j];
     }
     for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < ONNXC_SGEMM_NR; ++j) y[r * ldy + j] = acc[r][j] + (z ? z[r * ldz + j] : 0.0f);
+        for (int j = 0; j < ONNXC_SGEMM_NR; ++j) {
+            float o = acc[r][j] + (z ? z[r * ldz + j] : 0.0f);
+            o = lo > o ? lo : o;
+            y[r * ldy + j] = hi < o ? hi : o;
+        }
 #endif
 }
 
@@ -87,11 +109,11 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
  * last columns are read in place (no per-panel copy of K x NR floats). */
 ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x, int64_t ldx,
                                  int64_t n, const float *bias, const float *z, int64_t ldz, float *y, int64_t ldy,
-                                 int rows, float *tmp, int xpad)
+                                 int rows, float *tmp, int xpad, float lo, float hi)
 {
     int64_t j = 0;
     for (; j + ONNXC_SGEMM_NR <= n; j += ONNXC_SGEMM_NR)
-        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows, ONNXC_SGEMM_NV);
+        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows, ONNXC_SGEMM_NV, lo, hi);
     const int64_t rem = n - j;
     if (rem <= 0)
         return;
@@ -119,14 +141,14 @@ ONNXC_GEMM_FN void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t
     const int nvt = 1;
 #endif
     if (nvt == 1)
-        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1);
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1, lo, hi);
 #if ONNXC_SGEMM_NV == 3
     else if (nvt == 2)
-        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 2);
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 2, lo, hi);
 #endif
     else
         onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows,
-                       ONNXC_SGEMM_NV);
+                       ONNXC_SGEMM_NV, lo, hi);
     for (int r = 0; r < rows; ++r)
         memcpy(y + r * ldy + j, yt + r * ONNXC_SGEMM_NR, sizeof(float) * rem);
 }

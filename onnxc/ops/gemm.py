@@ -59,14 +59,18 @@ def epilogue(node) -> dict:
     """What a fused node (passes/fuse_epilogue.py) applies after its product: the residual
     (input 3) and the activation as a C expression over `v` ("" when none)."""
     from ..passes import PRIVATE_DOMAIN
-    from ..passes.fuse_epilogue import activation_expr
+    from ..passes.fuse_epilogue import activation_expr, clamp_bounds
     if node.domain != PRIVATE_DOMAIN:
-        return {"act": "", "has_res": False}
+        return {"act": "", "has_res": False, "clamp": None}
     act = node.attr("activation")
     expr = activation_expr(act) if act is not None else ""
     if expr is None:
         raise fail(node, f"the fused activation {act.op_type} has no C expression")
-    return {"act": re.sub(r"\ba0\b", "v", expr), "has_res": node.input(3) is not None}
+    # Relu / Clip also as float bounds (C literals, +-INFINITY when absent) for kernels that clamp
+    # vectors in registers (onnxc_pw_rows, the AVX-512 depthwise)
+    lohi = clamp_bounds(act) if act is not None and node.outputs[0].etype.name == "float" else None
+    clamp = tuple(c_float(b, "float") for b in lohi) if lohi else None
+    return {"act": re.sub(r"\ba0\b", "v", expr), "has_res": node.input(3) is not None, "clamp": clamp}
 
 
 def residual_inplace(node, others) -> list[tuple[int, int]]:

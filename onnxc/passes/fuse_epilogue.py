@@ -63,21 +63,40 @@ def activation_expr(node: Node) -> str | None:
     return c_math(expr, k.cc)
 
 
-def _clip_expr(node: Node, k) -> str | None:
+def clamp_bounds(node: Node) -> tuple[float, float] | None:
+    """(lo, hi) when the activation is max(lo, min(hi, x)) in the form kernels apply to vectors
+    (Relu, Clip with constant bounds; +-inf for an absent bound); the comparisons are those of the
+    C expression: x < lo ? lo : x, then > hi, so NaN passes and a NaN bound never fires."""
+    if node.domain != "" or not node.inputs or node.inputs[0] is None:
+        return None
+    if node.op_type == "Relu":
+        return 0.0, float("inf")
+    if node.op_type != "Clip":
+        return None
+    return _clip_bounds(node)
+
+
+def _clip_bounds(node: Node) -> tuple[float, float] | None:
     if node.opset < 11:
-        lo, hi = float(node.attr("min", float("-inf"))), float(node.attr("max", float("inf")))
-    else:
-        bounds = []
-        for i in (1, 2):
-            b = node.input(i)
-            if b is None:
-                bounds.append(None)
-            elif _const(b) and b.const.size == 1:
-                bounds.append(float(b.const.reshape(-1)[0]))
-            else:
-                return None
-        lo = bounds[0] if bounds[0] is not None else float("-inf")
-        hi = bounds[1] if bounds[1] is not None else float("inf")
+        return float(node.attr("min", float("-inf"))), float(node.attr("max", float("inf")))
+    bounds = []
+    for i in (1, 2):
+        b = node.input(i)
+        if b is None:
+            bounds.append(None)
+        elif _const(b) and b.const.size == 1:
+            bounds.append(float(b.const.reshape(-1)[0]))
+        else:
+            return None
+    return (bounds[0] if bounds[0] is not None else float("-inf"),
+            bounds[1] if bounds[1] is not None else float("inf"))
+
+
+def _clip_expr(node: Node, k) -> str | None:
+    lohi = _clip_bounds(node)
+    if lohi is None:
+        return None
+    lo, hi = lohi
     e = "a0"
     if lo != float("-inf"):     # a NaN bound is kept: the comparison then never fires, as in C Clip
         e = f"(a0 < {k.lit(lo)} ? {k.lit(lo)} : a0)"
