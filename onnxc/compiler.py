@@ -17,7 +17,6 @@ from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fold_if import fold_if
 from .passes.fuse_epilogue import fuse_epilogues
-from .passes.fuse_pw_dw import fuse_pointwise_depthwise
 from .passes.gradient import expand_gradients
 from .passes.prepack import prepack_weights, sgemm_block
 from .passes.prepack_gemm import prepack_gemm_panels
@@ -92,7 +91,6 @@ def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, modul
             graph = fn(graph)
     if options.optimization_level >= passes.ALL and gemm_block is not None:
         graph = prepack_gemm_panels(prepack_weights(graph, gemm_block), gemm_block)
-        graph = fuse_pointwise_depthwise(graph)   # needs the 1x1's packed panels
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
     sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module,

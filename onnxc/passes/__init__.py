@@ -4,9 +4,7 @@ Two stages (see compiler.compile_model):
   * on the onnx ModelProto, before the IR exists (structural rewrites that need no shapes, and
     compile-time arithmetic on initializers): constants, cleanup, fold_constants,
     fold_batchnorm, transpose_reshape;
-  * on the IR after shape inference (rewrites that need shapes and op specs): fuse_epilogue;
-    then, when the build's SGEMM block is known, prepack (weights packed at compile time) and
-    fuse_pw_dw (a 1x1 conv into the depthwise conv that alone reads it).
+  * on the IR after shape inference (rewrites that need shapes and op specs): fuse_epilogue.
 Internal operators that fusion creates live in PRIVATE_DOMAIN; user models that name it are
 rejected (check_private_domain), so the two never meet.
 """
