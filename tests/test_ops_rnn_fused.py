@@ -2,7 +2,8 @@
 (passes/prepack_rnn.py, runtime_c/onnxc_rnn.h): one thread and a team of two (one OpenMP region,
 threads owning blocks of 16 hidden units), hidden sizes that are not multiples of 16, several
 batch entries (row groups of 4 plus a rest), every direction, layout 1, sequence_lens,
-saturating and non-finite inputs; against onnx.reference or the spec transcription."""
+saturating and non-finite inputs, two copies of R, the skipped first product of a zero
+initial_h; against onnx.reference or the spec transcription."""
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
@@ -138,3 +139,73 @@ def test_fused_saturation_and_nonfinite(op):
     typed_outputs(m, ref)
     assert fused(m)
     assert_close(ref, session(m, 1).run(None, feeds), rtol=1e-4, atol=1e-5)
+
+
+def params_of(m):
+    """The fused node's template parameters (which paths the emitted C takes)."""
+    from onnxc import compiler
+    from onnxc.ops import lookup
+    c = compiler.compile_model(m, gemm_block=(8, 48))
+    node = next(n for n in c.graph.nodes if n.op_type in ("RNN", "GRU", "LSTM"))
+    return lookup(node).params(node)
+
+
+# R of 224-320 KB per direction: one thread reads two copies in turn (passes/prepack_rnn.py
+# rnn_copies); T = 1, 2 and odd (the copy of step s is s % 2), every cell, both directions
+COPY_CASES = [("LSTM", 128, 7, "forward"), ("LSTM", 128, 1, "reverse"), ("LSTM", 130, 2, "bidirectional"),
+              ("GRU", 144, 5, "bidirectional"), ("RNN", 256, 3, "forward")]
+
+
+@pytest.mark.parametrize("case", COPY_CASES, ids=[f"{c[0]}_h{c[1]}_t{c[2]}_{c[3]}" for c in COPY_CASES])
+def test_fused_r_copies(case):
+    op, H, T, direction = case
+    extra = {"linear_before_reset": 1} if op == "GRU" else {}
+    m, ins = make(op, T=T, Bn=1, I=10, H=H, direction=direction, h0=True, c0=op == "LSTM", **extra)
+    ins["R"] *= np.float32(2 / np.sqrt(H))
+    want = [w.astype(np.float32) for w in spec(op, ins, H, direction=direction, lbr=1 if op == "GRU" else 0)]
+    feeds, _ = constant_weights(m, ins)
+    typed_outputs(m, want)
+    assert params_of(m)["r_copies"] == 2
+    with poisoned():
+        one = session(m, 1).run(None, feeds)
+    for g, w in zip(one, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    for g, two in zip(one, session(m, 2).run(None, feeds)):   # the team reads copy 0 only: same bits
+        np.testing.assert_array_equal(g, two)
+
+
+def zero_initial_state(m, ins, names=("initial_h", "initial_c")):
+    """initial_h / initial_c as constant zeros (torch's export): initializers, not inputs."""
+    for n in names:
+        if n in ins:
+            ins[n] = np.zeros_like(ins[n])
+    return constant_weights(m, ins, names=("W", "R", "B", "P") + names)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_fused_zero_initial_h_skips_first_product(op, nt):
+    """initial_h constant zeros or absent: the first step's H R^T is skipped (same results)."""
+    extra = {"linear_before_reset": 1} if op == "GRU" else {}
+    m, ins = make(op, T=5, Bn=3, I=6, H=40, direction="bidirectional", h0=True, c0=op == "LSTM", **extra)
+    ins["R"] *= np.float32(2 / np.sqrt(40))
+    feeds, _ = zero_initial_state(m, ins)
+    want = [w.astype(np.float32) for w in spec(op, ins, 40, direction="bidirectional", lbr=1 if op == "GRU" else 0)]
+    typed_outputs(m, want)
+    assert params_of(m)["skip_r0"]
+    got = session(m, nt).run(None, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_zero_initial_h_nonfinite_r():
+    """R holding inf: 0 * inf is NaN in the first step, so it is not skipped (NaN like the reference)."""
+    m, ins = make("LSTM", T=3, Bn=2, I=4, H=20, h0=True, c0=True)
+    ins["R"][0, 5, 3] = np.inf
+    feeds, _ = zero_initial_state(m, ins)
+    ref = ReferenceEvaluator(m).run(None, feeds)
+    typed_outputs(m, ref)
+    assert fused(m) and not params_of(m)["skip_r0"]
+    got = session(m, 1).run(None, feeds)
+    assert np.isnan(ref[0]).any()
+    assert_close(ref, got, rtol=1e-4, atol=1e-5)

@@ -11,6 +11,8 @@ State and gates live in the node scratch in the compute type (float or double).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
 from ..symbolic import align_up, dim_repr, dmax
@@ -199,7 +201,18 @@ class _Recurrent(OpSpec):
                 "fused": fused, "wpanels": fused if fused and "nr" in fused else None,
                 "U": U, "Hp": Hp, "nblk": Hp // U,
                 "ws_stride": strides[0], "rs_stride": strides[1], "rs_copy": strides[2],
-                "r_copies": rnn_copies(g["G"], g["H"])}
+                "r_copies": rnn_copies(g["G"], g["H"]),
+                # initial_h absent or constant zeros (torch's export): H R^T of the first step
+                # is zero, skipped (unless R holds inf or NaN: 0 * inf is NaN)
+                "skip_r0": bool(fused) and self._zero(node.input(5)) and self._finite(node.inputs[2])}
+
+    @staticmethod
+    def _finite(v) -> bool:
+        return v.const is not None and bool(np.isfinite(np.asarray(v.const)).all())
+
+    @staticmethod
+    def _zero(v) -> bool:
+        return v is None or (v.const is not None and not np.asarray(v.const).any())
 
     def scratch(self, node):
         return self._layout(node, self.geometry(node))[1]
