@@ -331,6 +331,8 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
                     m |= 1 << lane
             masks.append(m)
         chunks.append({"base": j * DWF_VL, "masks": masks, "keep": (1 << min(DWF_VL, width - j * DWF_VL)) - 1})
+    if flat:
+        _sliding_vectors(chunks, [t[0] for t in taps], 4 * plane if plane else IH * IW)
     out = {"offs": [t[0] for t in taps], "chunks": chunks, "flat": flat,
            "kh_rows": [(taps[kh * KW][2], taps[kh * KW][1]) for kh in range(KH)],
            "phases": None, "slots": 0, "slot_bytes": 0}
@@ -344,6 +346,28 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
         out.update(phases={"plane": plane, "split": split, "group": group}, slots=DW_SLOTS,
                    slot_bytes=_align(16 * plane * group))
     return out
+
+
+def _sliding_vectors(chunks: list, offs: list, readable: int) -> None:
+    """Whole-plane layout: each tap's 16 floats at chunk base + off come from the grid of
+    vectors V[q] (floats 16q .. 16q + 15 of the plane) by one lane shift (valignd) of V[q], V[q+1]:
+    every V[q] is loaded once, by the first chunk that needs it (masked to the readable floats
+    [0, readable)), instead of one unaligned load per tap. Adds to each chunk "loads"
+    [(q, mask)] and "shifts" [(tap, q, lanes, mask)]."""
+    seen = set()
+    for ck in chunks:
+        shifts, loads = [], []
+        for t, (off, m) in enumerate(zip(offs, ck["masks"])):
+            if not m:
+                continue
+            q, lanes = divmod(ck["base"] + off, DWF_VL)
+            shifts.append((t, q, lanes, m))
+            for v in (q, q + 1) if lanes else (q,):
+                if v not in seen:
+                    seen.add(v)
+                    keep = sum(1 << i for i in range(DWF_VL) if 0 <= v * DWF_VL + i < readable)
+                    loads.append((v, keep))
+        ck["loads"], ck["shifts"] = sorted(loads), shifts
 
 
 def strided_layout(node, g, kind: str) -> dict | None:
