@@ -36,34 +36,50 @@
 #define ONNXC_RNN_NTH() 1
 #endif
 
-/* Sigmoid gates: sigmoid(x) = 1/2 + tanh(x/2)/2 with a rational tanh (the odd 13/6 minimax fit
- * Eigen and onnxruntime's MLAS use; max error 3.1e-7 relative, measured), so 1.6e-7 absolute:
- * tiny results lose their relative accuracy, as in onnxruntime's LSTM. One division, no exp:
- * the gate math is a long chain per block and paces the step. Saturated to exactly +-1 from
- * |x| >= 9 (tanh rounds to 1 there), so +-inf give 0 and 1; NaN stays NaN. LSTM's tanh gates use
- * onnxc_rnn_tanhf too; RNN and GRU use onnxc_vtanhf (their recurrence amplifies tanh's error more). */
+/* Gates: tanh(x) = x P(x^2) / Q(x^2), the odd 13/6 minimax fit Eigen and onnxruntime's MLAS use
+ * (max error 3.1e-7 relative, measured), and sigmoid(x) = 1/2 + tanh(x/2)/2 with the same fit, its
+ * coefficients scaled by powers of two (the same bits as tanh(x/2) / 2: no multiply by 1/2 on the
+ * way in or out): 1.6e-7 absolute, so tiny results lose their relative accuracy, as in
+ * onnxruntime's LSTM. One division, no exp: the gate math is a long chain per block and its
+ * instructions share the core with the step's R stream (fewer is faster: 16 and 17 here, were
+ * 19 and 21). x is
+ * clamped to +-9 (tanh rounds to 1 there: the fit gives exactly +-1 at 9) and the result to
+ * [-1, 1] (the fit overshoots by 1 ulp near 8.3), so +-inf give +-1 (sigmoid 1 and 0); NaN
+ * passes the clamps. LSTM's tanh gates use onnxc_rnn_tanhf; RNN and GRU use onnxc_vtanhf
+ * (their recurrence amplifies tanh's error more). */
+#define ONNXC__RNN_RATIONAL(x, c, s2, lim)                                                        \
+    const float z = x * x;                                                                     \
+    float p = -2.76076847742355e-16f * (s2 * s2 * s2 * s2 * s2 * s2);                          \
+    p = p * z + 2.00018790482477e-13f * (s2 * s2 * s2 * s2 * s2);                              \
+    p = p * z + -8.60467152213735e-11f * (s2 * s2 * s2 * s2);                                  \
+    p = p * z + 5.12229709037114e-08f * (s2 * s2 * s2);                                        \
+    p = p * z + 1.48572235717979e-05f * (s2 * s2);                                             \
+    p = p * z + 6.37261928875436e-04f * s2;                                                    \
+    p = p * z + 4.89352455891786e-03f;                                                         \
+    float q = 1.19825839466702e-06f * (c * s2 * s2 * s2);                                      \
+    q = q * z + 1.18534705686654e-04f * (c * s2 * s2);                                         \
+    q = q * z + 2.26843463243900e-03f * (c * s2);                                              \
+    q = q * z + 4.89352518554385e-03f * c;                                                     \
+    float r = x * p / q;                                                                       \
+    r = r > lim ? lim : r;   /* NaN passes both */                                             \
+    r = r < -lim ? -lim : r
+
 static inline float onnxc_rnn_tanhf(float x0)
 {
-    const float c = 9.0f;
-    float x = x0 > c ? c : x0;   /* NaN passes both */
-    x = x < -c ? -c : x;
-    const float z = x * x;
-    float p = -2.76076847742355e-16f;
-    p = p * z + 2.00018790482477e-13f;
-    p = p * z + -8.60467152213735e-11f;
-    p = p * z + 5.12229709037114e-08f;
-    p = p * z + 1.48572235717979e-05f;
-    p = p * z + 6.37261928875436e-04f;
-    p = p * z + 4.89352455891786e-03f;
-    float q = 1.19825839466702e-06f;
-    q = q * z + 1.18534705686654e-04f;
-    q = q * z + 2.26843463243900e-03f;
-    q = q * z + 4.89352518554385e-03f;
-    const float r = x * p / q;
-    return x >= c ? 1.0f : (x <= -c ? -1.0f : r);
+    float x = x0 > 9.0f ? 9.0f : x0;   /* NaN passes both */
+    x = x < -9.0f ? -9.0f : x;
+    ONNXC__RNN_RATIONAL(x, 1.0f, 1.0f, 1.0f);
+    return r;
 }
 
-static inline float onnxc_rnn_sigmoidf(float x) { return 0.5f + 0.5f * onnxc_rnn_tanhf(0.5f * x); }
+/* 1/2 + tanh(x/2)/2: x P(x^2/4) / (4 Q(x^2/4)) (powers of two: exact) */
+static inline float onnxc_rnn_sigmoidf(float x0)
+{
+    float x = x0 > 18.0f ? 18.0f : x0;
+    x = x < -18.0f ? -18.0f : x;
+    ONNXC__RNN_RATIONAL(x, 4.0f, 0.25f, 0.5f);
+    return 0.5f + r;
+}
 
 #if defined(__GNUC__) && !defined(ONNXC_GEMM_PLAIN_C)
 typedef float onnxc__rv __attribute__((vector_size(64)));

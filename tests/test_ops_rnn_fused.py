@@ -209,3 +209,46 @@ def test_fused_zero_initial_h_nonfinite_r():
     got = session(m, 1).run(None, feeds)
     assert np.isnan(ref[0]).any()
     assert_close(ref, got, rtol=1e-4, atol=1e-5)
+
+
+GATE_SRC = r"""
+#include "onnxc_rnn.h"
+void g_tanh(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = onnxc_rnn_tanhf(x[i]); }
+void g_sig(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = onnxc_rnn_sigmoidf(x[i]); }
+"""
+
+
+@pytest.mark.parametrize("portable", [False, True], ids=["native", "portable"])
+def test_gate_functions(tmp_path, portable):
+    """onnxc_rnn_tanhf / onnxc_rnn_sigmoidf: within 4e-7 relative / 2.5e-7 absolute of float64,
+    inside [-1, 1] / [0, 1] everywhere (the fit overshoots near 8.3: clamped), exactly +-1 / 0, 1
+    from saturation on, odd (tanh(-0) = -0), NaN kept."""
+    import ctypes
+    import subprocess
+    from onnxc import build
+    from onnxc.resources import runtime_dir
+    (tmp_path / "g.c").write_text(GATE_SRC)
+    tc = build.toolchain(portable=portable)
+    subprocess.run([tc.cc, *tc.flags, "-shared", "-I", str(runtime_dir()), str(tmp_path / "g.c"), "-o",
+                    str(tmp_path / "g.so")], check=True)
+    lib = ctypes.CDLL(str(tmp_path / "g.so"))
+
+    def run(name, x):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        y = np.empty_like(x)
+        p = ctypes.POINTER(ctypes.c_float)
+        getattr(lib, name)(x.ctypes.data_as(p), y.ctypes.data_as(p), ctypes.c_int64(x.size))
+        return y
+
+    x = np.concatenate([np.linspace(-40, 40, 2_000_001, dtype=np.float32),
+                        np.linspace(8.2, 8.5, 300_001, dtype=np.float32)])
+    t, s = run("g_tanh", x), run("g_sig", x)
+    x64 = x.astype(np.float64)
+    assert np.max(np.abs(t - np.tanh(x64)) / np.maximum(np.abs(np.tanh(x64)), 1e-30)) < 4e-7   # 3.5e-7 without FMA
+    assert np.max(np.abs(s - 1 / (1 + np.exp(-x64)))) < 2.5e-7   # 2.1e-7 without FMA
+    assert t.min() >= -1 and t.max() <= 1 and s.min() >= 0 and s.max() <= 1
+    assert np.all(t[x >= 9] == 1) and np.all(t[x <= -9] == -1) and np.all(s[x >= 18] == 1)
+    sp = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0], np.float32)
+    ts, ss = run("g_tanh", sp), run("g_sig", sp)
+    assert ts[0] == 1 and ts[1] == -1 and np.isnan(ts[2]) and ts[3] == 0 and np.signbit(ts[3]) and not np.signbit(ts[4])
+    assert ss[0] == 1 and ss[1] == 0 and np.isnan(ss[2]) and ss[3] == 0.5 and ss[4] == 0.5
