@@ -165,6 +165,24 @@ def test_pointwise_padded_copy(xs, m, group, fuse):
     check(mdl, feeds, rtol=1e-4, atol=1e-5 * max(1, xs[1]) ** 0.5)
 
 
+@pytest.mark.parametrize("portable", [False, True])
+@pytest.mark.parametrize("xs,m", [((1, 24, 14, 14), 40), ((2, 600, 21, 21), 19)])
+def test_pointwise_last_columns_every_build(xs, m, portable, tmp_path):
+    """The last partial tile in native and portable builds: from a padded copy of X (196 pixels)
+    or, where X is too large to copy (600 x 441), from a per-panel copy of the last columns."""
+    from onnxc.compiler import Options
+    from util import assert_close
+    mdl, feeds = conv_model(xs, (m, xs[1], 1, 1), {}, "res_clip")
+    assert params(mdl)[0]["pw"] and bool(params(mdl)[0]["pw"]["xpad"]) == (xs[1] == 24)
+    feeds["x"][0, 1, -1, -1], feeds["z"][-1, 2, -1, -2] = np.nan, np.inf
+    want = ReferenceEvaluator(mdl).run(None, feeds)
+    typed_outputs(mdl, want)
+    path = onnxc.compiler.build_library(mdl, Options(portable=portable), cache_dir=tmp_path)
+    with poisoned():
+        got = onnxc.InferenceSession(str(path)).run(None, feeds)
+    assert_close(want, got, 1e-4, 1e-5 * xs[1] ** 0.5)
+
+
 @pytest.mark.parametrize("nt", [1, 2])
 def test_pointwise_padded_copy_threads_nan(nt):
     mdl, _ = conv_model((2, 32, 14, 14), (96, 32, 1, 1), {}, "res_clip", batch="N")
