@@ -157,7 +157,9 @@ COPY_CASES = [("LSTM", 128, 7, "forward"), ("LSTM", 128, 1, "reverse"), ("LSTM",
 
 
 @pytest.mark.parametrize("case", COPY_CASES, ids=[f"{c[0]}_h{c[1]}_t{c[2]}_{c[3]}" for c in COPY_CASES])
-def test_fused_r_copies(case):
+def test_fused_r_copies(case, monkeypatch):
+    from onnxc.passes import prepack_rnn
+    monkeypatch.setattr(prepack_rnn, "l2_bytes", lambda: 1 << 20)   # as on Zen 5, whatever runs this
     op, H, T, direction = case
     extra = {"linear_before_reset": 1} if op == "GRU" else {}
     m, ins = make(op, T=T, Bn=1, I=10, H=H, direction=direction, h0=True, c0=op == "LSTM", **extra)
@@ -172,6 +174,18 @@ def test_fused_r_copies(case):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     for g, two in zip(one, session(m, 2).run(None, feeds)):   # the team reads copy 0 only: same bits
         np.testing.assert_array_equal(g, two)
+
+
+def test_r_copies_rule(monkeypatch):
+    """Two copies only for R of 224-320 KB per direction that fit twice in 5/8 of L2."""
+    from onnxc.passes import prepack_rnn
+    monkeypatch.setattr(prepack_rnn, "l2_bytes", lambda: 1 << 20)
+    assert [prepack_rnn.rnn_copies(G, H) for G, H in ((4, 128), (4, 130), (3, 144), (1, 256), (4, 64), (4, 160))] \
+        == [2, 2, 2, 2, 1, 1]
+    monkeypatch.setattr(prepack_rnn, "l2_bytes", lambda: 512 << 10)
+    assert prepack_rnn.rnn_copies(4, 128) == 1
+    monkeypatch.setattr(prepack_rnn, "l2_bytes", lambda: 0)
+    assert prepack_rnn.rnn_copies(4, 128) == 1
 
 
 def zero_initial_state(m, ins, names=("initial_h", "initial_c")):
