@@ -54,6 +54,7 @@ DW_MAX_SLOT_BYTES = 1 << 20  # larger planes keep the plain per-row loops
 DW_BAND_BYTES = 16 << 10     # wide output rows computed at once (L1)
 PW_CHUNK_BYTES = 192 << 10   # pointwise (onnxc_pw_rows): X columns per job, K x chunk floats in L2
 PW_SLOTS = 8
+PW_PANEL_MAJOR_BYTES = 640 << 10   # X up to this: pointwise jobs ordered by panel (see params)
 PW_PAD = 16                  # padded copy of X for pointwise (pointwise_xpad): rows of whole vectors
 PW_XPAD_MAX_BYTES = 1 << 20
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
@@ -502,8 +503,11 @@ class Conv(OpSpec):
             nch = min(nch, osp)
             tmp = _align(4 * (K * PW_NR_MAX + 2 * PW_MR_MAX * PW_NR_MAX))
             xpad = pointwise_xpad(g, pre["nr"])
+            # jobs by panel (a thread takes whole panels, every chunk: shares even whatever the
+            # chunk sizes) while X stays in L2 across panels; else by chunk (X read once)
+            by_panel = 4 * K * osp <= PW_PANEL_MAJOR_BYTES
             pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
-                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad}
+                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "by_panel": by_panel}
             native, wpack_bytes, slots = PW_SLOTS * tmp + _align(4 * g["C"] * xpad), pre["stride"], 1
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dw:
