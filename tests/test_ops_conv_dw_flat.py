@@ -1,6 +1,7 @@
 """Depthwise Conv on 16 output positions per vector (templates/c/ops/_conv_dw_flat.c.j2, AVX-512
 builds) against onnx.reference: whole planes as one row of chunks and per-row chunks, stride 1
-(rows as wide as the input's) and stride 2 (the input split into stride phases), pads on any
+(rows as wide as the input's) and stride 2 (straight from the input's rows up to 64 outputs
+wide, else from the input split into stride phases), pads on any
 side, dilations, 1x1 to 7x7 kernels, fused residual and activation, batch and threads, NaN/inf;
 and the same models in the portable build, where the phase kernel runs instead."""
 import numpy as np
@@ -21,14 +22,17 @@ FLAT_CASES = [   # x shape, attributes, kernel, expected mode
     ((1, 3, 64, 64), {"pads": [3, 3, 3, 3]}, (7, 7), "rows"),                  # 49 taps: per row
     ((1, 3, 70, 70), {"pads": [1, 1, 1, 1]}, (3, 3), "rows"),                  # 4900 positions
     ((1, 2, 3, 120), {"pads": [1, 1, 1, 1]}, (3, 3), "flat"),
-    ((1, 4, 14, 14), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "flat"),
-    ((1, 4, 15, 14), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "flat"),    # odd IH
-    ((1, 4, 14, 14), {"pads": [0, 0, 1, 1], "strides": [2, 2]}, (3, 3), "flat"),    # SAME_UPPER-like
-    ((1, 4, 14, 14), {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, (3, 3), "flat"),
-    ((2, 3, 20, 20), {"pads": [2, 2, 2, 2], "strides": [2, 2]}, (5, 5), "flat"),
-    ((1, 3, 2, 2), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "flat"),
-    ((1, 3, 132, 140), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "rows"),  # split in 32s + 12
-    ((1, 2, 130, 66), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "flat"),
+    ((1, 4, 14, 14), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "s2rows"),
+    ((1, 4, 15, 14), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "s2rows"),  # odd IH
+    ((1, 4, 14, 14), {"pads": [0, 0, 1, 1], "strides": [2, 2]}, (3, 3), "s2rows"),  # SAME_UPPER-like
+    ((1, 4, 14, 14), {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, (3, 3), "s2rows"),
+    ((2, 3, 20, 20), {"pads": [2, 2, 2, 2], "strides": [2, 2]}, (5, 5), "s2rows"),
+    ((1, 3, 2, 2), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "s2rows"),
+    ((1, 3, 9, 112), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "s2rows"),  # 7 vectors a row
+    ((1, 3, 9, 98), {"pads": [3, 3, 3, 3], "strides": [2, 2]}, (7, 7), "s2rows"),   # shifts -2 .. 1
+    ((1, 2, 16, 40), {"pads": [0, 0, 0, 2], "strides": [2, 2]}, (2, 3), "s2rows"),  # uneven pads
+    ((1, 3, 132, 140), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "rows"),  # phases split in 32s + 12
+    ((1, 2, 20, 140), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, (3, 3), "flat"),   # phases, one row of chunks
 ]
 
 
@@ -43,8 +47,8 @@ def flat_params(m):
 def test_depthwise_flat(xs, attrs, k, mode, fuse):
     m, feeds = conv_model(xs, (xs[1], 1) + k, {**attrs, "group": xs[1]}, fuse)
     f = flat_params(m)
-    assert f and ("flat" if f["flat"] else "rows") == mode
-    assert bool(f["phases"]) == (attrs.get("strides", [1])[0] == 2)
+    assert f and ("s2rows" if f.get("s2rows") else "flat" if f["flat"] else "rows") == mode
+    assert bool(f["phases"]) == (attrs.get("strides", [1])[0] == 2 and mode != "s2rows")
     check(m, feeds, **TOL)
 
 
@@ -68,7 +72,7 @@ def test_depthwise_flat_1d():
 
 
 @pytest.mark.parametrize("nt", [1, 2])
-@pytest.mark.parametrize("stride,hw", [(1, 14), (2, 28), (1, 112), (2, 112)])
+@pytest.mark.parametrize("stride,hw", [(1, 14), (2, 28), (1, 112), (2, 112), (2, 140)])
 def test_depthwise_flat_symbolic_batch_threads(nt, stride, hw):
     m, _ = conv_model((2, 20, hw, hw), (20, 1, 3, 3), {"group": 20, "pads": [1, 1, 1, 1], "strides": [stride] * 2},
                       "res_clip", batch="N")
@@ -93,7 +97,7 @@ def test_depthwise_flat_nan_inf(stride):
 
 
 @pytest.mark.parametrize("portable", [False, True])
-@pytest.mark.parametrize("case", [0, 6, 9, 14])
+@pytest.mark.parametrize("case", [0, 6, 9, 17, 18])
 def test_depthwise_flat_and_phase_kernels_agree(case, portable, tmp_path):
     """The portable build has no AVX-512, so the same model runs on the phase kernel there."""
     xs, attrs, k, _ = FLAT_CASES[case]

@@ -60,6 +60,7 @@ PW_XPAD_MAX_BYTES = 1 << 20
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
 DWF_VL = 16                  # depthwise_flat: AVX-512 lanes
 DWF_MAX_POSITIONS = 64 * 64  # planes up to this run as one unrolled row of chunks, larger ones per row
+DWF_S2_MAX_OW = 64          # stride 2 from the input's rows up to this output width (registers)
 DWF_GROUP, DWF_GROUP_BYTES = 8, 32 << 10   # stride 2: channels split into phases at once (L1)
 DWF_MAX_LOADS = 2048         # chunks x taps: the loads unrolled per channel
 DW_VL = 16                   # slack after the planes and the band: the widest vector
@@ -299,6 +300,8 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
         return None
     (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
     (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
+    if (SH, SW, DH, DW) == (2, 2, 1, 1) and IW % 2 == 0 and OW == IW // 2 and OW <= DWF_S2_MAX_OW:
+        return _depthwise_stride2_rows(IH, IW, OW, KH, KW, PT, PL)
     n = OH * OW
     flat = n <= DWF_MAX_POSITIONS and -(-n // DWF_VL) * KH * KW <= DWF_MAX_LOADS
     width = n if flat else OW                  # positions per row of chunks
@@ -334,7 +337,7 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
         chunks.append({"base": j * DWF_VL, "masks": masks, "keep": (1 << min(DWF_VL, width - j * DWF_VL)) - 1})
     if flat:
         _sliding_vectors(chunks, [t[0] for t in taps], 4 * plane if plane else IH * IW)
-    out = {"offs": [t[0] for t in taps], "chunks": chunks, "flat": flat,
+    out = {"offs": [t[0] for t in taps], "chunks": chunks, "flat": flat, "s2rows": False,
            "kh_rows": [(taps[kh * KW][2], taps[kh * KW][1]) for kh in range(KH)],
            "phases": None, "slots": 0, "slot_bytes": 0}
     if plane:
@@ -347,6 +350,24 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
         out.update(phases={"plane": plane, "split": split, "group": group}, slots=DW_SLOTS,
                    slot_bytes=_align(16 * plane * group))
     return out
+
+
+def _depthwise_stride2_rows(IH, IW, OW, KH, KW, PT, PL) -> dict:
+    """Stride 2 straight from the input ("s2rows"): per output row and kernel row, the input row's
+    vectors A (aligned to the row) give its even and odd columns E, O by two-source permutes;
+    tap kw of output column ow reads column 2 ow + kw - PL, lane ow + dc of E (b = 0) or O
+    (b = 1), so a vector of 16 outputs is E_k or O_k shifted by dc lanes (valignd with the next or
+    previous vector; zeros past the row and before it, which are the padding)."""
+    nk = -(-OW // DWF_VL)
+    taps = []
+    for kw in range(KW):
+        b = (kw - PL) % 2
+        taps.append((kw, "o" if b else "e", (kw - PL - b) // 2))
+    nA = -(-IW // DWF_VL)
+    tail = IW - (nA - 1) * DWF_VL
+    return {"s2rows": True, "nk": nk, "nA": nA, "tailA": (1 << tail) - 1, "taps": taps, "PT": PT,
+            "keep_last": (1 << (OW - (nk - 1) * DWF_VL)) - 1, "flat": False, "phases": None, "slots": 0,
+            "slot_bytes": 0, "chunks": []}
 
 
 def _sliding_vectors(chunks: list, offs: list, readable: int) -> None:
