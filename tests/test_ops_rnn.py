@@ -196,6 +196,9 @@ def test_constant_weights_strips(op, lbr, direction, Bn, H):
     m, ins = make(op, T=7, Bn=Bn, I=19, H=H, direction=direction, h0=True, c0=op == "LSTM",
                   seq=[7, 4, 0][:Bn] if Bn > 1 else None, **({"linear_before_reset": lbr} if op == "GRU" else {}))
     consts = {k: ins.pop(k) for k in ("W", "R", "B")}
+    # spectral radius ~1: a saturated (chaotic) float32 RNN drifts from the float64 spec by more
+    # than rtol 1e-4 for some random draws (R * 0.5 at H 70 missed in 7 of 30)
+    consts["R"] *= np.float32(2 / np.sqrt(H))
     names = [i.name for i in m.graph.input]
     from onnx import numpy_helper
     keep = [i for i in m.graph.input if i.name not in consts]

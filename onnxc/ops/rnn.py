@@ -204,7 +204,9 @@ class _Recurrent(OpSpec):
                 "r_copies": rnn_copies(g["G"], g["H"]),
                 # initial_h absent or constant zeros (torch's export): H R^T of the first step
                 # is zero, skipped (unless R holds inf or NaN: 0 * inf is NaN)
-                "skip_r0": bool(fused) and self._zero(node.input(5)) and self._finite(node.inputs[2])}
+                "skip_r0": bool(fused) and self._zero(node.input(5)) and self._finite(node.inputs[2]),
+                # constant B: Wb + Rb summed at compile time (input 10)
+                "bsum_const": bool(fused) and node.input(10) is not None}
 
     @staticmethod
     def _finite(v) -> bool:

@@ -123,7 +123,7 @@ def _gemm_strips(graph: Graph, node, next_id: int) -> int:
 def _rnn_strips(graph: Graph, node, next_id: int, block) -> int:
     """LSTM, RNN, GRU(linear_before_reset=1) with constant W and R: gate-interleaved W (SGEMM
     panels when the block is known) and R blocks per direction, inputs 8 and 9 (prepack_rnn.py)."""
-    from .prepack_rnn import pack_rnn
+    from .prepack_rnn import pack_rnn, sum_rnn_biases
     if node.op_type == "GRU" and not int(node.attr("linear_before_reset", 0) or 0):
         return next_id
     w, r = node.inputs[1], node.inputs[2]
@@ -138,6 +138,10 @@ def _rnn_strips(graph: Graph, node, next_id: int, block) -> int:
     ws, rs, attrs = pack_rnn(wc, rc, G, block)
     next_id = _add_input(graph, node, 8, f"{w.name} (interleaved)", ws, next_id)
     next_id = _add_input(graph, node, 9, f"{r.name} (interleaved)", rs, next_id)
+    b = node.input(3)
+    if b is not None and _const_float(b) and np.asarray(b.const).shape == (wc.shape[0], 2 * wc.shape[1]):
+        bsum = sum_rnn_biases(np.asarray(b.const, np.float32), G, node.op_type == "GRU")
+        next_id = _add_input(graph, node, 10, f"{b.name} (summed)", bsum, next_id)
     node.attrs["_unread"] = (1, 2)
     node.attrs["_prepacked_rnn"] = attrs
     return next_id

@@ -97,3 +97,21 @@ def pack_rnn(w: np.ndarray, r: np.ndarray, G: int, block: tuple[int, int] | None
             rd[d, c:c + ri.size] = ri.reshape(-1)
     attrs = {"mr": block[0], "nr": block[1]} if block else {"plain": True}
     return wd.reshape(-1), rd.reshape(-1), attrs
+
+
+def sum_rnn_biases(b: np.ndarray, G: int, gru: bool) -> np.ndarray:
+    """Wb + Rb per direction in the fused steps' interleaved order ([u][g][i] for unit
+    u * U + i, zero past H), as the template would sum them at run time (float32 adds: the same
+    bits); GRU's candidate gate keeps Rb only (its Wb is applied with X W^T). Input 10."""
+    nd, GH2 = b.shape
+    H = GH2 // (2 * G)
+    Hp = _round(H, U)
+    wb, rb = b[:, :G * H].reshape(nd, G, H), b[:, G * H:].reshape(nd, G, H)
+    s = wb + rb
+    if gru:
+        s[:, 2] = np.float32(0) + rb[:, 2]   # as the run-time 0.0f + rb (-0 becomes +0)
+    out = np.zeros((nd, Hp // U, G, U), np.float32)
+    pad = np.zeros((nd, G, Hp), np.float32)
+    pad[:, :, :H] = s
+    out[:] = pad.reshape(nd, G, Hp // U, U).transpose(0, 2, 1, 3)
+    return out.reshape(-1)
