@@ -234,6 +234,41 @@ def test_matmul_symbolic_batch():
         np.testing.assert_allclose(sess.run(None, {"x": x, "y": y})[0], x @ y, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("nt", [1, 2])
+@pytest.mark.parametrize("sa,sb,res", [
+    ((1, 4, 128, 64), (1, 4, 64, 128), False),     # 4 GEMMs: two per thread, own workspaces
+    ((2, 3, 40, 64), (3, 64, 50), True),           # broadcast batch, 6 GEMMs, fused residual
+    ((3, 96, 64), (3, 64, 96), False),             # 3 GEMMs at 2 threads: each split instead
+])
+def test_matmul_batched_threads(sa, sb, res, nt):
+    a, b = rand(sa), rand(sb)
+    feeds = {"a": a, "b": b}
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
+    if res:
+        feeds["z"] = rand(np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]))
+        nodes.append(helper.make_node("Add", ["y", "z"], ["s"]))
+    m = make_model_from_nodes(nodes, feeds, {}, ["s" if res else "y"])
+    want = a.astype(np.float64) @ b.astype(np.float64) + (feeds["z"] if res else 0)
+    typed_outputs(m, [want.astype(np.float32)])
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = nt
+    with poisoned():
+        got = onnxc.InferenceSession(m.SerializeToString(), so).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_batched_symbolic_threads():
+    x, y = rand((4, 64, 64)), rand((4, 64, 64))
+    m = make_node_model("MatMul", {"x": x, "y": y}, input_shapes={"x": ["B", 64, 64], "y": ["B", 64, 64]})
+    run_both(m, {"x": x, "y": y})
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = onnxc.InferenceSession(m.SerializeToString(), so)
+    for n in (1, 3, 4, 9):
+        x, y = rand((n, 64, 64)), rand((n, 64, 64))
+        np.testing.assert_allclose(sess.run(None, {"x": x, "y": y})[0], x @ y, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_errors():
     with pytest.raises(onnxc.InvalidGraph, match="inner dimensions"):
         build(make_node_model("MatMul", {"a": rand((3, 4)), "b": rand((5, 6))}))

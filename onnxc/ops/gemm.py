@@ -28,6 +28,10 @@ SGEMM_MR_MAX = 16
 SGEMM_NR_MAX = 64
 
 
+BATCH_SLOTS = 8                  # batched MatMul: threads with a workspace each
+BATCH_WORK_BYTES = 4 << 20       # ... at most this much in all (at least 2 slots)
+
+
 def sgemm_work_bytes(M: Dim, N: Dim, K: Dim) -> Dim:
     """Workspace of onnxc_sgemm(M, N, K): same formula as ONNXC_SGEMM_WORK_BYTES."""
     kc = dmin(K, SGEMM_KC)
@@ -262,9 +266,16 @@ class MatMul(OpSpec):
                      ystr=[s * M * N for s in reversed(ystr)])
         if self.folds(node):
             p.update(panels(node))
+        work = sgemm_work_bytes(p["M"], p["N"], p["K"])
+        # batched float GEMMs (attention's per-head products, each small): whole GEMMs per thread
+        # when there are enough of them, each thread with its own SGEMM workspace
+        p["batch_slots"] = 0
+        if p["dims"] and p["kind"] == "s" and et not in LOWP and isinstance(work, int):
+            p["batch_slots"] = max(2, min(BATCH_SLOTS, BATCH_WORK_BYTES // align_up(work, 64)))
+            p["work_stride"] = align_up(work, 64)
+            work = p["batch_slots"] * p["work_stride"]
         # float16/bfloat16: float copies of A and B and the float result, after the SGEMM work
-        p.update(lowp_buffers(et, sgemm_work_bytes(p["M"], p["N"], p["K"]),
-                              [product(a.shape), product(b.shape), product(node.outputs[0].shape)]))
+        p.update(lowp_buffers(et, work, [product(a.shape), product(b.shape), product(node.outputs[0].shape)]))
         return p
 
     def scratch(self, node):
