@@ -300,8 +300,9 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
         return None
     (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
     (SH, SW), (DH, DW), (PT, PL) = g["S"][1:], g["DL"][1:], g["P"][1:]
-    if (SH, SW, DH, DW) == (2, 2, 1, 1) and IW % 2 == 0 and OW == IW // 2 and OW <= DWF_S2_MAX_OW:
-        return _depthwise_stride2_rows(IH, IW, OW, KH, KW, PT, PL)
+    if (SH, SW, DH, DW) == (2, 2, 1, 1) and IW % 2 == 0 and OW == IW // 2 and OW <= DWF_S2_MAX_OW \
+            and -(-OW // DWF_VL) * KH * KW <= DWF_MAX_LOADS and max(PL, KW - 1 - PL) < 2 * DWF_VL - 1:
+        return _depthwise_stride2_rows(IH, IW, OW, KH, KW, PT, PL)   # shifts of fewer than 16 lanes
     n = OH * OW
     flat = n <= DWF_MAX_POSITIONS and -(-n // DWF_VL) * KH * KW <= DWF_MAX_LOADS
     width = n if flat else OW                  # positions per row of chunks
