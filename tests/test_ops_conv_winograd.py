@@ -86,6 +86,7 @@ CASES = [
     (1, 192, 14, 14, 40, (1, 1, 1, 1)),         # F(2,3), swapped orientation
     (3, 24, 12, 12, 17, (2, 2, 2, 2)),          # tiles past a block across images
     (1, 300, 12, 12, 24, (1, 1, 1, 1)),         # channels past one depth block (KC = 256)
+    (2, 16, 30, 2, 16, (1, 0, 1, 12)),          # tile columns wholly in the right padding
 ]
 
 

@@ -225,10 +225,13 @@ def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
     lay = best[1]
     Mp, Tb = lay["Mp"], lay["Tb"]
     wseg = TW * m + 2
-    tmp = max(2 * n * wseg, m * m * Tb) + 64   # input rows and their row transform | output planes
+    tmp = max((2 * n + 1) * wseg, m * m * Tb) + 64   # zero row, 2 x row transform | output planes
+    # planes a multiple of 4 KiB apart: each store to one would hold up later loads from the
+    # others (the core matches loads to older stores by their low 12 address bits)
+    vstride, ostride = (s + (16 if s % 1024 == 0 else 0) for s in (Tb * C, Mp * Tb))
     return {**lay, "m": m, "n": n, "nn": nn, "TH": TH, "TW": TW, "TPI": tpi, "wseg": wseg,
-            "ustride": -(-Mp * C // 16) * 16, "vstride": Tb * C, "ostride": Mp * Tb,
-            "v_bytes": _align(4 * nn * Tb * C), "o_bytes": _align(4 * nn * Mp * Tb), "tmp_bytes": _align(4 * tmp)}
+            "ustride": -(-Mp * C // 16) * 16, "vstride": vstride, "ostride": ostride,
+            "v_bytes": _align(4 * nn * vstride), "o_bytes": _align(4 * nn * ostride), "tmp_bytes": _align(4 * tmp)}
 
 
 def pointwise_xpad(g, nr: int) -> int:
