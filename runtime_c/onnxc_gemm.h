@@ -24,8 +24,10 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #define ONNXC_THREAD_NUM() omp_get_thread_num()
+#define ONNXC_TEAM_SIZE() omp_get_num_threads()
 #else
 #define ONNXC_THREAD_NUM() 0
+#define ONNXC_TEAM_SIZE() 1
 #endif
 
 #if defined(__GNUC__)

@@ -531,8 +531,12 @@ class Conv(OpSpec):
             # jobs by panel (a thread takes whole panels, every chunk: shares even whatever the
             # chunk sizes) while X stays in L2 across panels; else by chunk (X read once)
             by_panel = 4 * K * osp <= PW_PANEL_MAJOR_BYTES
+            # weights no larger than X: even pixel ranges per thread (X read once, and only the
+            # columns a thread computes: 2 threads 1.3-1.6x faster on MobileNetV2's projections)
+            by_pixels = g["Mg"] <= osp
             pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
-                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "by_panel": by_panel}
+                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "by_panel": by_panel,
+                  "by_pixels": by_pixels, "align": CHUNK_ALIGN}
             native, wpack_bytes, slots = PW_SLOTS * tmp + _align(4 * g["C"] * xpad), pre["stride"], 1
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dw:

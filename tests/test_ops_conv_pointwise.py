@@ -1,0 +1,87 @@
+"""1x1 Conv on onnxc_pw_rows (ops/conv.py pointwise params, conv.c.j2): the thread splits, by
+pixel range (weights no larger than X: each thread copies and reads only its own columns) and by
+panel, at 1 to 3 threads, with the padded copy of X or without, batches, groups, bias, residual
+and clamp epilogues; against onnx.reference."""
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc import loader
+from onnxc.compiler import Options, compile_model
+from onnxc.ops.registry import lookup
+from util import make_model_from_nodes, poisoned, typed_outputs
+
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def model(n, c, hw, m, group=1, res=False, act=None, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((m, c // group, 1, 1)) / np.sqrt(c // group)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group)]
+    inputs, last = {"x": x}, "c"
+    if res:
+        inputs["z"] = rng.standard_normal((n, m, hw, hw)).astype(np.float32)
+        nodes.append(helper.make_node("Add", ["c", "z"], ["s"]))
+        last = "s"
+    inits = {"w": w, "b": b}
+    if act == "Clip":
+        inits.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
+        nodes.append(helper.make_node("Clip", [last, "lo", "hi"], ["y"]))
+    else:
+        nodes.append(helper.make_node(act or "Identity", [last], ["y"]))
+    mdl = make_model_from_nodes(nodes, inputs, inits, ["y"])
+    typed_outputs(mdl, ReferenceEvaluator(mdl).run(None, inputs))
+    return mdl, inputs
+
+
+def pw_params(mdl):
+    """The pointwise kernel's parameters of the model's conv (None: another kernel took it)."""
+    c = compile_model(loader.load(mdl), Options(), gemm_block=(8, 48))
+    node = next(n for n in c.graph.nodes if n.op_type in ("Conv", "FusedConv"))
+    return lookup(node).params(node).get("pw")
+
+
+# batch, channels, side, outputs, group, residual, activation
+CASES = [
+    (1, 384, 14, 64, 1, True, None),        # by pixels, padded copy (196 pixels: 96 | 100)
+    (2, 144, 28, 32, 1, False, "Clip"),     # by pixels, batch 2
+    (1, 96, 14, 576, 1, False, "Clip"),     # by panel (weights larger than X)
+    (1, 16, 112, 8, 1, True, "Relu"),       # by pixels, X large: no copy
+    (1, 64, 14, 32, 2, False, "Relu"),      # groups
+    (1, 64, 4, 24, 1, True, "Clip"),        # 16 pixels: fewer tiles than threads
+    (1, 64, 12, 24, 1, False, None),        # 144 pixels: one whole tile per thread at 3
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_thread_splits(case):
+    n, c, hw, m, group, res, act = CASES[case]
+    mdl, feeds = model(n, c, hw, m, group, res, act, seed=case)
+    pw = pw_params(mdl)
+    assert pw is not None
+    assert pw["by_pixels"] == (m // group <= hw * hw)
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    for nt in (1, 2, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sess = onnxc.InferenceSession(mdl.SerializeToString(), so)
+        for _ in range(2):       # the padded copy is rewritten each run
+            with poisoned():     # an output element no thread writes fails
+                got = sess.run(None, feeds)[0]
+            np.testing.assert_allclose(got, ref, **TOL)
+
+
+def test_clamp_keeps_nan():
+    mdl, feeds = model(1, 384, 14, 64, act="Clip", seed=7)
+    feeds["x"][0, 5, 3, 4] = np.nan
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = 2
+    got = onnxc.InferenceSession(mdl.SerializeToString(), so).run(None, feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], **TOL)
