@@ -85,3 +85,17 @@ def test_clamp_keeps_nan():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     fin = np.isfinite(ref)
     np.testing.assert_allclose(got[fin], ref[fin], **TOL)
+
+
+@pytest.mark.parametrize("case", [0, 2])
+def test_portable_build(case, tmp_path):
+    """No AVX-512 there: the 4-lane tile and the clamp's compare-and-blend form."""
+    n, c, hw, m, group, res, act = CASES[case]
+    mdl, feeds = model(n, c, hw, m, group, res, act="Clip", seed=case)
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    lib = onnxc.compiler.build_library(mdl, Options(portable=True), cache_dir=tmp_path)
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = 2
+    with poisoned():
+        got = onnxc.InferenceSession(str(lib), so).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, **TOL)

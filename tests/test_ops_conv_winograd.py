@@ -160,3 +160,14 @@ def test_non_finite_inputs_shared_blocks(nt):
     np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
     fin = np.isfinite(ref)
     np.testing.assert_allclose(got[fin], ref[fin], **TOL)
+
+
+def test_portable_build(tmp_path):
+    """The transforms are plain C: the portable build (no AVX-512, 4-lane SGEMM tiles) agrees."""
+    mdl, feeds = model(1, 64, 30, 29, 48, pads=(1, 1, 1, 1), res=True)
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    lib = onnxc.compiler.build_library(mdl, Options(portable=True), cache_dir=tmp_path)
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = 2
+    got = onnxc.InferenceSession(str(lib), so).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, **TOL)
