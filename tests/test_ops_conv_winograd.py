@@ -95,9 +95,23 @@ def test_results(case):
     n, c, h, w, m, pads = CASES[case]
     mdl, feeds = model(n, c, h, w, m, pads)
     assert wino(mdl)[0] is not None
-    for nt in (1, 2):
+    for nt in (1, 2, 3):     # 3: blocks left after whole rounds split by output channels
         ref, got = run(mdl, feeds, nt)
         np.testing.assert_allclose(got, ref, **TOL)
+
+
+@pytest.mark.parametrize("nt", [2, 3])
+def test_non_finite_input_in_a_split_tail_block(nt):
+    """56x56, 64 channels: 5 blocks of 48 tiles, the last of 4 (the bottom right corner); at 2
+    and 3 threads the blocks past whole rounds are split by output channels, each part
+    transforming the block itself and finding the NaN."""
+    mdl, feeds = model(1, 64, 56, 56, 64, act=None, seed=3)
+    assert wino(mdl)[0]["Tb"] == 48
+    feeds["x"][0, 7, 54, 50] = np.nan
+    ref, got = run(mdl, feeds, nt)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], **TOL)
 
 
 @pytest.mark.parametrize("c", [64, 128, 256, 512])
