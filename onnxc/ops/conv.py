@@ -419,19 +419,21 @@ def strided_layout(node, g, kind: str) -> dict | None:
         return None
     BR = max(1, min(OH, -(-OH // STRIDED_MIN_BANDS))) if tiles == "rows" else OH
     limit = STRIDED_BAND_BYTES if tiles == "rows" else STRIDED_SHORT_BAND_BYTES
-    while BR > 1 and 4 * C * SH * SW * (BR + eh) * RW > limit:
+    # only the phases some tap reads are copied (a 1x1 stride-2 conv reads one of its four)
+    used = sorted({((kh * DH) % SH, (kw * DW) % SW) for kh in range(KH) for kw in range(KW)})
+    while BR > 1 and 4 * C * len(used) * (BR + eh) * RW > limit:
         BR -= 1
     RB = BR + eh
     pplane = RB * RW
-    cplane = SH * SW * pplane
-    offs = [c * cplane + ((kh * DH) % SH * SW + (kw * DW) % SW) * pplane + (kh * DH // SH) * RW + kw * DW // SW
+    slot = {ab: i for i, ab in enumerate(used)}
+    cplane = len(used) * pplane
+    offs = [c * cplane + slot[(kh * DH) % SH, (kw * DW) % SW] * pplane + (kh * DH // SH) * RW + kw * DW // SW
             for c in range(C) for kh in range(KH) for kw in range(KW)]
     phases = []   # per phase (a, b): columns [c0, c1) hold input, source column c * SW + b - PL
-    for a in range(SH):
-        for b in range(SW):
-            c0 = max(0, -(-(PL - b) // SW))
-            c1 = min(RW, (IW - 1 + PL - b) // SW + 1) if IW - 1 + PL - b >= 0 else 0
-            phases.append({"a": a, "b": b, "base": (a * SW + b) * pplane, "c0": c0, "c1": max(c0, c1)})
+    for a, b in used:
+        c0 = max(0, -(-(PL - b) // SW))
+        c1 = min(RW, (IW - 1 + PL - b) // SW + 1) if IW - 1 + PL - b >= 0 else 0
+        phases.append({"a": a, "b": b, "base": slot[a, b] * pplane, "c0": c0, "c1": max(c0, c1)})
     slack = RW + 2 * DW_VL * 4   # reads past OW in the last row: up to a vector tile (NR <= 64)
     buf = _align(4 * (C * cplane + slack))
     return {"BR": BR, "RB": RB, "RW": RW, "cplane": cplane, "offs": offs, "phases": phases,
