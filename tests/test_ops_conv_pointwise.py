@@ -16,15 +16,18 @@ from util import make_model_from_nodes, poisoned, typed_outputs
 TOL = dict(rtol=1e-4, atol=1e-5)
 
 
-def model(n, c, hw, m, group=1, res=False, act=None, seed=0):
+def model(n, c, hw, m, group=1, res=False, act=None, seed=0, strides=None):
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
-    w = (rng.standard_normal((m, c // group, 1, 1)) / np.sqrt(c // group)).astype(np.float32)
+    spatial = hw if isinstance(hw, tuple) else (hw, hw)
+    x = rng.standard_normal((n, c) + spatial).astype(np.float32)
+    w = (rng.standard_normal((m, c // group) + (1,) * len(spatial)) / np.sqrt(c // group)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group)]
+    strides = strides or [1] * len(spatial)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=group, strides=strides)]
     inputs, last = {"x": x}, "c"
     if res:
-        inputs["z"] = rng.standard_normal((n, m, hw, hw)).astype(np.float32)
+        out = tuple(-(-d // s) for d, s in zip(spatial, strides))
+        inputs["z"] = rng.standard_normal((n, m) + out).astype(np.float32)
         nodes.append(helper.make_node("Add", ["c", "z"], ["s"]))
         last = "s"
     inits = {"w": w, "b": b}
@@ -99,3 +102,27 @@ def test_portable_build(case, tmp_path):
     with poisoned():
         got = onnxc.InferenceSession(str(lib), so).run(None, feeds)[0]
     np.testing.assert_allclose(got, ref, **TOL)
+
+
+# batch, channels, input spatial, outputs, group, residual, activation, strides
+STRIDED = [
+    (1, 64, (56, 56), 128, 1, True, "Relu", [2, 2]),     # ResNet's downsampling 1x1
+    (2, 32, (20, 40), 24, 1, False, "Clip", [1, 2]),     # one axis only, batch 2
+    (1, 16, (48, 47), 40, 2, False, None, [3, 3]),       # groups, a width the stride does not divide
+    (1, 16, (480,), 32, 1, True, None, [3]),             # 1-D
+]
+
+
+@pytest.mark.parametrize("case", range(len(STRIDED)))
+def test_strided_1x1_on_a_gathered_copy(case):
+    n, c, hw, m, group, res, act, strides = STRIDED[case]
+    mdl, feeds = model(n, c, hw, m, group, res, act, seed=case, strides=strides)
+    pw = pw_params(mdl)
+    assert pw is not None and pw["sub"] == ([1] + strides)[-2:]
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    for nt in (1, 2, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        with poisoned():
+            got = onnxc.InferenceSession(mdl.SerializeToString(), so).run(None, feeds)[0]
+        np.testing.assert_allclose(got, ref, **TOL)

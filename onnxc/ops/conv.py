@@ -234,12 +234,21 @@ def winograd_layout(g, m: int, MR: int, NR: int) -> dict:
             "v_bytes": _align(4 * nn * vstride), "o_bytes": _align(4 * nn * ostride), "tmp_bytes": _align(4 * tmp)}
 
 
+def pointwise_strided(g) -> bool:
+    """A 1x1 conv with no padding and a stride above 1 along height or width (not depth): it
+    runs as a pointwise one on a copy of X holding only the pixels it reads (the padded copy of
+    pointwise_xpad, gathered)."""
+    return all(k == 1 for k in g["KS"]) and all(p == 0 for p in g["P"]) and g["S"][0] == 1 \
+        and g["O"][0] == g["I"][0] and any(s > 1 for s in g["S"][1:])
+
+
 def pointwise_xpad(g, nr: int) -> int:
     """Row length of the padded copy of X that onnxc_pw_rows reads its last tile from (pixels
-    rounded up to 16: whole vectors), or 0 where the pixels fill NR-wide tiles or X is large."""
+    rounded up to 16: whole vectors), or 0 where the pixels fill NR-wide tiles or X is large.
+    A strided 1x1 conv always takes the copy (pointwise_strided)."""
     osp = product(g["O"])
     ldp = -(-osp // PW_PAD) * PW_PAD
-    if osp % nr == 0 or 4 * g["C"] * ldp > PW_XPAD_MAX_BYTES:
+    if not pointwise_strided(g) and (osp % nr == 0 or 4 * g["C"] * ldp > PW_XPAD_MAX_BYTES):
         return 0
     return ldp
 
@@ -474,6 +483,8 @@ class Conv(OpSpec):
         elif all(k == 1 for k in g["KS"]) and all(s == 1 for s in g["S"]) and all(p == 0 for p in g["P"]) \
                 and g["O"] == g["I"]:
             kind = "pointwise"
+        elif pointwise_strided(g) and (node.attrs.get("_prepacked") or {}).get("pw"):
+            kind = "pointwise"   # on onnxc_pw_rows from a gathered copy of X (passes/prepack.py)
         else:
             kind = "im2col"
         direct = self.direct(node, g, kind)
@@ -538,7 +549,8 @@ class Conv(OpSpec):
             by_pixels = g["Mg"] <= osp
             pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
                   "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "by_panel": by_panel,
-                  "by_pixels": by_pixels, "align": CHUNK_ALIGN}
+                  "by_pixels": by_pixels, "align": CHUNK_ALIGN,
+                  "sub": list(g["S"][1:]) if pointwise_strided(g) else None}
             native, wpack_bytes, slots = PW_SLOTS * tmp + _align(4 * g["C"] * xpad), pre["stride"], 1
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dw:

@@ -198,13 +198,15 @@ def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
     """Conv on onnxc_conv_strided.h (ops/conv.py strided_layout): W (M, K) as [panel of MR][K][MR],
     channels past M zero (input 4)."""
     from ..ops import lookup
-    from ..ops.conv import conv_geometry, strided_layout
+    from ..ops.conv import conv_geometry, pointwise_rows_ok, pointwise_strided, strided_layout
     w = node.inputs[1]
     if not _const_float(w) or len(node.inputs) > 4 or node.attrs.get("_prepacked") is not None:
         return next_id
     p = lookup(node).params(node)
     if p["kind"] != "im2col" or not strided_layout(node, conv_geometry(node), "im2col"):
         return next_id
+    if pointwise_strided(p) and pointwise_rows_ok(p, block[1]):
+        return next_id   # a 1x1 conv with strides: onnxc_pw_rows on a gathered copy of X
     MR = block[0]
     M, K = p["M"], p["K"]
     Mp = -(-M // MR) * MR
@@ -219,7 +221,7 @@ def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
 
 def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
     from ..ops import lookup
-    from ..ops.conv import pointwise_rows_ok
+    from ..ops.conv import pointwise_rows_ok, pointwise_strided
     next_id = max((v.id for v in graph.values), default=-1) + 1
     if block is not None:
         for node in graph.nodes:
@@ -253,7 +255,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
             continue
         G, Mg, K = p["G"], p["Mg"], p["K"]
         # 1x1 stride 1 (onnxc_pw_rows) reads the channel panels of the plain orientation
-        pw = p["kind"] == "pointwise" and pointwise_rows_ok(p, NR)
+        pw = (p["kind"] == "pointwise" or pointwise_strided(p)) and pointwise_rows_ok(p, NR)
         swapped = False if pw else w_swapped(Mg, p["nch"], MR, NR)
         P = NR if swapped else MR
         wm = np.ascontiguousarray(w.const, np.float32).reshape(G, Mg, K)
