@@ -39,8 +39,8 @@ ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a)
 #if defined(ONNXC_GEMM_VEC)
 /* clamp = {lo, hi}: the fused Relu / Clip, lo > v ? lo : v then hi < v ? hi : v (NaN passes;
  * -INFINITY and INFINITY when absent). Passed in memory and read here, after the products: as
- * float arguments they held two vector registers through the K loop, and the 24 accumulators
- * spilled (measured 1.3x slower on MobileNetV2's 1x1 layers, depending on GCC's clones). */
+ * float arguments they can hold two vector registers through the K loop beside the tile's 24
+ * accumulators and 3 X vectors. */
 ONNXC_GEMM_INL onnxc_vf onnxc__pw_clamp(onnxc_vf v, const float *clamp)
 {
     const float lo = clamp[0], hi = clamp[1];
@@ -109,10 +109,10 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
 }
 
 /* xpad: every row of X is readable up to a multiple of 16 columns past n (a padded copy), so the
- * last columns are read in place (no per-panel copy of K x NR floats). */
-/* inlined into each node: its constants (K, strides, bias / residual present) shape the tile
- * loop. A shared copy left that to GCC's clones, whose register allocation varied from build to
- * build (some spilled the X vectors: 10-25% on MobileNetV2's 1x1 layers). */
+ * last columns are read in place (no per-panel copy of K x NR floats). Inlined into each node, so
+ * its constants (K, strides, bias / residual present) shape the tile loop: a shared copy left that
+ * to GCC's per-call-site clones, whose register allocation changed from build to build (one build
+ * spilled the X vectors; MobileNetV2 25% slower at one thread). */
 ONNXC_GEMM_INL void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x, int64_t ldx,
                                  int64_t n, const float *bias, const float *z, int64_t ldz, float *y, int64_t ldy,
                                  int rows, float *tmp, int xpad, const float *clamp)
