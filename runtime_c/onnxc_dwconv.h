@@ -67,7 +67,7 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
         const onnxc_vf b0 = onnxc_dw_splat(bias && r < rows ? bias[r] : 0.0f);
         _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] = b0;
     }
-    for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+    _Pragma("GCC unroll 1") for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
         const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
         const float *w = wp + pc * Rp + p * ONNXC_SGEMM_MR * kc;
         const float *xk = x + pc * ldx;

@@ -35,6 +35,27 @@ ONNXC_GEMM_INL int64_t onnxc_wino_voff(int64_t C, int64_t Tb, int64_t P, int64_t
     return pc * Tb + tile / P * P * kc + (c - pc) * P + tile % P;
 }
 
+/* One whole register tile of the plain orientation. Functions of their own: inlined into
+ * onnxc_wino_gemm's loops, GCC's clones kept one B vector on the stack in the k loop (a store and
+ * eight reloads per k). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void onnxc__wino_tile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float beta)
+{
+    onnxc__sgemm_kernel(kc, a, b, c, ldc, 1, ONNXC_SGEMM_MR, ONNXC_SGEMM_NR, 1.0f, beta);
+}
+
+/* the swapped orientation's tile, stored transposed (mr x nr of it) */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void onnxc__wino_tile_t(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+                               float beta)
+{
+    onnxc__sgemm_kernel(kc, a, b, c, 1, ldc, mr, nr, 1.0f, beta);
+}
+
 /* O_t[m][tile] (row stride Tb, t at O + t * ostride) = U_t V_t for output channels [m0, m1)
  * (m0 a multiple of the U panel width) and the first nb tiles of the block.
  * swapped = 0: U in MR-row panels (Mp rows), V in NR-tile panels; whole register tiles are
@@ -53,14 +74,13 @@ ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t M
             if (!swapped) {
                 for (int64_t i = m0; i < m1; i += ONNXC_SGEMM_MR)
                     for (int64_t j = 0; j < nb; j += ONNXC_SGEMM_NR)
-                        onnxc__sgemm_kernel(kc, Ut + pc * Mp + i * kc, Vt + pc * Tb + j * kc, Ot + i * Tb + j, Tb,
-                                            1, ONNXC_SGEMM_MR, ONNXC_SGEMM_NR, 1.0f, beta);
+                        onnxc__wino_tile(kc, Ut + pc * Mp + i * kc, Vt + pc * Tb + j * kc, Ot + i * Tb + j, Tb, beta);
             } else {
                 for (int64_t j = m0; j < m1; j += ONNXC_SGEMM_NR)
                     for (int64_t i = 0; i < nb; i += ONNXC_SGEMM_MR)
-                        onnxc__sgemm_kernel(kc, Vt + pc * Tb + i * kc, Ut + pc * Mp + j * kc, Ot + j * Tb + i, 1,
-                                            Tb, (int)onnxc__gmin(ONNXC_SGEMM_MR, nb - i),
-                                            (int)onnxc__gmin(ONNXC_SGEMM_NR, M - j), 1.0f, beta);
+                        onnxc__wino_tile_t(kc, Vt + pc * Tb + i * kc, Ut + pc * Mp + j * kc, Ot + j * Tb + i, Tb,
+                                           (int)onnxc__gmin(ONNXC_SGEMM_MR, nb - i),
+                                           (int)onnxc__gmin(ONNXC_SGEMM_NR, M - j), beta);
             }
         }
     }
