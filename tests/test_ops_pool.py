@@ -189,6 +189,64 @@ def test_maxpool_nan_inf():
     assert np.isnan(got[0][0, 0, 0, 0]) and not np.isnan(got[0][0, 0, 1, 1])
 
 
+def _specials(shape, dtype=np.float32):
+    """Random data with a fifth NaN, +-inf, +-0 (NaN payloads vary): the cases where the fold
+    order shows (a leading NaN sticks, the first of equal zeros keeps its sign)."""
+    x = data(shape, dtype)
+    pick = rng.integers(0, 10, shape)
+    x[pick == 0] = np.nan
+    x[pick == 1] = -0.0
+    x[pick == 2] = 0.0
+    x[pick == 3] = np.inf
+    x[pick == 4] = -np.inf
+    if dtype == np.float32:
+        bits = x.view(np.uint32)
+        nan = np.isnan(x)
+        bits[nan] = (bits[nan] & 0xFFC00000) | rng.integers(1, 1 << 22, int(nan.sum()), dtype=np.uint32)
+    return x
+
+
+POOL_FOLD = [dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),    # ResNet's stem
+             dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2]),    # YOLO's SPPF
+             dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),
+             dict(kernel_shape=[3, 2], strides=[3, 1], pads=[2, 0, 0, 1], dilations=[1, 2]),
+             dict(kernel_shape=[2, 3], strides=[2, 3], pads=[1, 2, 1, 2], ceil_mode=1),
+             dict(kernel_shape=[4, 4], strides=[2, 2], auto_pad="SAME_LOWER")]
+
+
+@pytest.mark.parametrize("attrs", POOL_FOLD)
+@pytest.mark.parametrize("width", [5, 40])
+def test_maxpool_fold_bits(attrs, width):
+    """Padded windows on the unrolled fold: the exact bits of the first-then-greater fold (NaN
+    payloads, signed zeros), rows shorter and longer than a vector, at 1 and 3 threads."""
+    x = _specials((2, 3, 9, width))
+    want, _ = pool_np(x, "max", **attrs)
+    m = build("MaxPool", x, attrs, 22)
+    for vi in m.graph.output:
+        vi.CopyFrom(helper.make_tensor_value_info(vi.name, onnx.TensorProto.FLOAT, [None] * 4))
+    for nt in (1, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sess = onnxc.InferenceSession(m.SerializeToString(), so)
+        with poisoned():
+            got = sess.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("nd", [1, 3])
+def test_maxpool_fold_1d_3d_and_int8(nd):
+    x = _specials((1, 2) + (7,) * (nd - 1) + (33,))
+    attrs = dict(kernel_shape=[3] * nd, strides=[2] * nd, pads=[1] * (2 * nd))
+    want, _ = pool_np(x, "max", **attrs)
+    _, got = run_onnxc(build("MaxPool", x, attrs, 22), x)
+    np.testing.assert_array_equal(got[0].view(np.uint32), want.view(np.uint32))
+    xi = rng.integers(-128, 127, x.shape, endpoint=True).astype(np.int8)
+    want, _ = pool_np(xi, "max", **attrs)
+    _, got = run_onnxc(build("MaxPool", xi, attrs, 22), xi)
+    np.testing.assert_array_equal(got[0], want)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_maxpool_int8(dtype):
     info = np.iinfo(dtype)
