@@ -80,6 +80,9 @@ SHORT_CASES = [
     ((1, 40, 14, 13), (17, 40, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),      # rows of 7, odd M
     ((2, 64, 27, 48), (9, 64, 3, 3), {"pads": [0, 1, 2, 1], "strides": [2, 2]}),       # rows of 24, K = 576
     ((1, 128, 19, 19), (24, 128, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),    # K = 1152 > KC
+    ((1, 256, 14, 14), (20, 256, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),    # K = 2304
+    ((1, 512, 14, 14), (9, 512, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),     # K = 4608
+    ((1, 64, 56, 56), (16, 64, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),      # rows of 28, 2 bands
 ]
 
 
@@ -101,7 +104,13 @@ def test_which_strided_convs_take_it():
     m, feeds = conv_model((1, 32, 10, 10), (8, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})   # rows of 5
     assert params(m)[0]["kind"] == "im2col"
     m, feeds = conv_model((1, 256, 14, 14), (8, 256, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})  # K = 2304
+    assert params(m)[0]["kind"] == "strided"
+    m, feeds = conv_model((1, 576, 14, 14), (8, 576, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})  # K = 5184
     assert params(m)[0]["kind"] == "im2col"
+    m, feeds = conv_model((1, 16, 56, 56), (8, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})    # rows of 28
+    assert params(m)[0]["strided"]["tiles"] == "wide"
+    m, feeds = conv_model((1, 16, 64, 64), (8, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})    # rows of 32
+    assert params(m)[0]["strided"]["tiles"] == "rows"
     m, feeds = conv_model((1, 8, 40, 40), (8, 8, 5, 5), {"strides": [3, 3], "pads": [1, 1, 1, 1]})     # rows of 13
     assert params(m)[0]["kind"] == "strided"
     m, feeds = conv_model((1, 4, 14, 14), (8, 2, 3, 3), {"strides": [2, 2], "group": 2})

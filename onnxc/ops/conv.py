@@ -66,13 +66,16 @@ DWF_MAX_LOADS = 2048         # chunks x taps: the loads unrolled per channel
 DW_VL = 16                   # slack after the planes and the band: the widest vector
 STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K = 27, 147), and deeper
 STRIDED_MAX_K = 160          # ones whose output rows fill its 16-float vector tiles (STRIDED_WIDE_*)
-STRIDED_WIDE_MIN_OW = 24     # measured (3x3 stride 2, 32-256 channels, 1 and 2 threads): rows of 28+
-STRIDED_WIDE_MAX_PAD = 0.15  # beat im2col by 1.15-1.5x; rows of 14 and 7 (one part-empty vector) lose
+STRIDED_WIDE_MIN_OW = 24     # rows of 24+ that fill whole vectors (padding <= 10%) take row tiles
+STRIDED_WIDE_MAX_PAD = 0.1   # (112: as fast as wide tiles); rows of 28 and 56 (one part-empty
+                             # vector) 7-15% faster on wide tiles, 1 and 2 threads (3x3 stride 2)
 STRIDED_SHORT_MIN_OW = 7     # shorter rows of deep convs: wide-position tiles (rows of 14 and 7)
 STRIDED_SHORT_MIN_FILL = 0.85   # outputs per wide position (OW / RW) at least this
 STRIDED_SHORT_BAND_BYTES = 512 << 10
-STRIDED_SHORT_MAX_K = 1152   # a channel panel's weights (8 x K floats) stay in L1: 128 channels x 3x3
-                             # at 28 -> 14 699 -> 606 us (1 thread), 590 -> 327 (2); K = 2304 lost 1.4x
+STRIDED_SHORT_MAX_K = 4608   # deeper sums go to im2col. Measured against it, 3x3 stride 2 at 1 / 2
+                             # threads: 256 -> 512 at 14 -> 7 576 / 294 us (im2col 598 / 321),
+                             # 256 -> 256 at 28 -> 14 1070 / 580 (1259 / 1066), 512 -> 512 at
+                             # 14 -> 7 1114 / 567 (1195 / 683)
 STRIDED_MIN_BANDS = 16       # output-row bands per image (jobs for the threads)
 STRIDED_BAND_BYTES = 192 << 10
 
@@ -432,6 +435,9 @@ def strided_layout(node, g, kind: str) -> dict | None:
     used = sorted({((kh * DH) % SH, (kw * DW) % SW) for kh in range(KH) for kw in range(KW)})
     while BR > 1 and 4 * C * len(used) * (BR + eh) * RW > limit:
         BR -= 1
+    # bands of equal height (28 rows in bands of 16 and 12 left one of two threads idle 25% of
+    # the time)
+    BR = -(-OH // -(-OH // BR))
     RB = BR + eh
     pplane = RB * RW
     slot = {ab: i for i, ab in enumerate(used)}
