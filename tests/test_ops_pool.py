@@ -214,14 +214,24 @@ POOL_FOLD = [dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),    # 
              dict(kernel_shape=[4, 4], strides=[2, 2], auto_pad="SAME_LOWER")]
 
 
-@pytest.mark.parametrize("attrs", POOL_FOLD)
-@pytest.mark.parametrize("width", [5, 40])
-def test_maxpool_fold_bits(attrs, width):
-    """Padded windows on the unrolled fold: the exact bits of the first-then-greater fold (NaN
-    payloads, signed zeros), rows shorter and longer than a vector, at 1 and 3 threads."""
-    x = _specials((2, 3, 9, width))
+def pool_params(model):
+    from onnxc import compiler
+    from onnxc.ops import lookup
+    c = compiler.compile_model(model)
+    return [lookup(n).params(n) for n in c.graph.nodes if n.op_type == "MaxPool"][0]
+
+
+@pytest.mark.parametrize("attrs,shape", [(a, (2, 3, 9, w)) for a in POOL_FOLD for w in (5, 40)]
+                         + [(POOL_FOLD[0], (1, 1, 260, 131)), (POOL_FOLD[1], (1, 1, 140, 120))])
+def test_maxpool_fold_bits(attrs, shape):
+    """Padded windows on the unrolled fold, in two passes (small planes) and in one (planes past
+    FOLD_SEP_MAX): the exact bits of the first-then-greater fold (NaN payloads, signed zeros), rows
+    shorter and longer than a vector, at 1 and 3 threads."""
+    x = _specials(shape)
     want, _ = pool_np(x, "max", **attrs)
     m = build("MaxPool", x, attrs, 22)
+    p = pool_params(m)
+    assert p["fold"] and bool(p["sep"]) == (shape[2] < 100)   # the big ones pass FOLD_SEP_MAX
     for vi in m.graph.output:
         vi.CopyFrom(helper.make_tensor_value_info(vi.name, onnx.TensorProto.FLOAT, [None] * 4))
     for nt in (1, 3):

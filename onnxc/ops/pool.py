@@ -29,6 +29,7 @@ BLOCK = 128           # outputs along the last dim accumulated together
 MAX_UNROLL = 16       # interior taps of the last dim written out one by one up to this kernel size
 FOLD_MAX_TAPS = 49    # MaxPool's unrolled fold (pool.c.j2): taps written out, and
 FOLD_MAX_ROW = 4096   # the longest last dim (its row of the lowest value is on the stack)
+FOLD_SEP_MAX = 16384  # the two-pass fold's rows of h on each thread's stack (elements)
 LIMIT = 2 ** 31 - 1   # bound on kernel/stride/dilation/pad values, so no C arithmetic overflows
 
 
@@ -127,6 +128,7 @@ class _Pool(OpSpec):
             "max_unroll": MAX_UNROLL,
             "acc_t": x.etype.c,
             "fold": self._fold(node, dims),
+            "sep": self._sep(node, dims),
             "nan": x.etype.is_float,
             "interior": all(isinstance(d["in"], int) and isinstance(d["out"], int) and d["pb"] == 0
                             and (d["out"] - 1) * d["s"] + (d["k"] - 1) * d["d"] < d["in"] for d in dims)
@@ -147,6 +149,17 @@ class _Pool(OpSpec):
         if not isinstance(row, int) or row > FOLD_MAX_ROW or product(d["k"] for d in dims) > FOLD_MAX_TAPS:
             return None
         return {"row": max(row, 1)}
+
+
+    def _sep(self, node, dims):
+        """The fold in two passes (rows, then columns; pool.c.j2) where its buffer of folded rows
+        (kernel depth x input height x output width) fits FOLD_SEP_MAX elements. Sizes or None."""
+        if not self._fold(node, dims):
+            return None
+        i1, o2 = dims[1]["in"], dims[2]["out"]
+        if not isinstance(i1, int) or not isinstance(o2, int) or dims[0]["k"] * i1 * o2 > FOLD_SEP_MAX:
+            return None
+        return {"i1": i1, "o2": max(o2, 1)}
 
 
 @register
