@@ -214,11 +214,11 @@ POOL_FOLD = [dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),    # 
              dict(kernel_shape=[4, 4], strides=[2, 2], auto_pad="SAME_LOWER")]
 
 
-def pool_params(model):
+def pool_params(model, op="MaxPool"):
     from onnxc import compiler
     from onnxc.ops import lookup
     c = compiler.compile_model(model)
-    return [lookup(n).params(n) for n in c.graph.nodes if n.op_type == "MaxPool"][0]
+    return [lookup(n).params(n) for n in c.graph.nodes if n.op_type == op][0]
 
 
 @pytest.mark.parametrize("attrs,shape", [(a, (2, 3, 9, w)) for a in POOL_FOLD for w in (5, 40)]
@@ -328,6 +328,28 @@ def test_averagepool_dilations_and_ceil(cip):
         check_np("AveragePool", x, dict(a, count_include_pad=cip), 19)
     check_ref("AveragePool", x, dict(kernel_shape=[2, 3], dilations=[2, 2], pads=[1, 1, 1, 1],
                                      count_include_pad=cip), 19)
+
+
+@pytest.mark.parametrize("attrs", POOL_FOLD)
+@pytest.mark.parametrize("cip", [0, 1])
+def test_averagepool_two_pass(attrs, cip):
+    """Padded windows on the two-pass sums (rows, then columns): rows shorter and longer than a
+    vector, NaN and inf spreading, count_include_pad, at 1 and 3 threads."""
+    a = dict(attrs, count_include_pad=cip)
+    for shape in ((2, 3, 9, 5), (1, 2, 11, 40)):
+        x = data(shape)
+        x[0, 0, 2, 3], x[-1, -1, -1, -1] = np.nan, np.inf
+        want, _ = pool_np(x, "avg", **a)
+        m = build("AveragePool", x, a, 22)
+        assert pool_params(m, "AveragePool")["sep"]
+        for vi in m.graph.output:
+            vi.CopyFrom(helper.make_tensor_value_info(vi.name, onnx.TensorProto.FLOAT, [None] * 4))
+        for nt in (1, 3):
+            so = onnxc.SessionOptions()
+            so.intra_op_num_threads = nt
+            with poisoned():
+                got = onnxc.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
 def test_averagepool_nan_propagates():

@@ -136,14 +136,19 @@ class _Pool(OpSpec):
         }
 
 
+    @staticmethod
+    def _padded(dims) -> bool:
+        """Some window reaches outside the input (or the sizes are symbolic)."""
+        return not all(isinstance(d["in"], int) and isinstance(d["out"], int) and d["pb"] == 0
+                       and (d["out"] - 1) * d["s"] + (d["k"] - 1) * d["d"] < d["in"] for d in dims)
+
     def _fold(self, node, dims):
         """MaxPool's unrolled fold (pool.c.j2) for padded windows where it fits: no indices,
         at most FOLD_MAX_TAPS taps, a static last dim of at most FOLD_MAX_ROW elements (a row of
         the lowest value on each thread's stack). Its size, or None. Windows inside the input
         keep the interior path (2x2 stride 2: 11.7 us there, 15.6 folded)."""
         if self.kind != "max" or (len(node.outputs) > 1 and node.outputs[1] is not None) or \
-                all(isinstance(d["in"], int) and isinstance(d["out"], int) and d["pb"] == 0
-                    and (d["out"] - 1) * d["s"] + (d["k"] - 1) * d["d"] < d["in"] for d in dims):
+                not self._padded(dims):
             return None
         row = dims[2]["in"]
         if not isinstance(row, int) or row > FOLD_MAX_ROW or product(d["k"] for d in dims) > FOLD_MAX_TAPS:
@@ -152,9 +157,12 @@ class _Pool(OpSpec):
 
 
     def _sep(self, node, dims):
-        """The fold in two passes (rows, then columns; pool.c.j2) where its buffer of folded rows
-        (kernel depth x input height x output width) fits FOLD_SEP_MAX elements. Sizes or None."""
-        if not self._fold(node, dims):
+        """The pool in two passes (rows, then columns; pool.c.j2) for padded windows of at most
+        FOLD_MAX_TAPS taps where its buffer of reduced rows (kernel depth x input height x output
+        width) fits FOLD_SEP_MAX elements: MaxPool where the fold applies, AveragePool. Sizes or
+        None."""
+        if not (self._fold(node, dims) if self.kind == "max" else self._padded(dims)) or \
+                product(d["k"] for d in dims) > FOLD_MAX_TAPS:
             return None
         i1, o2 = dims[1]["in"], dims[2]["out"]
         if not isinstance(i1, int) or not isinstance(o2, int) or dims[0]["k"] * i1 * o2 > FOLD_SEP_MAX:
