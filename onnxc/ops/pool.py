@@ -103,7 +103,7 @@ class _Pool(OpSpec):
         g = self.geometry(node)
         shape = (x.shape[0], x.shape[1], *[d["out"] for d in g["dims"]])
         outs = [(x.etype, shape)]
-        if len(node.outputs) > 1 and node.outputs[1] is not None:
+        if self._indices(node):
             if self.kind != "max" or node.opset < 8:
                 raise fail(node, "only MaxPool from opset 8 has a second output (Indices)")
             outs.append((dtypes.INT64, shape))
@@ -120,7 +120,7 @@ class _Pool(OpSpec):
             "dims": dims,
             "nc": x.shape[0] * x.shape[1],
             "include_pad": int(node.attr("count_include_pad", 0) or 0) == 1,
-            "indices": len(node.outputs) > 1 and node.outputs[1] is not None,
+            "indices": self._indices(node),
             "col_major": int(node.attr("storage_order", 0) or 0) == 1,
             "lowest": lo,
             "taps": product(d["k"] for d in dims),
@@ -130,11 +130,13 @@ class _Pool(OpSpec):
             "fold": self._fold(node, dims),
             "sep": self._sep(node, dims),
             "nan": x.etype.is_float,
-            "interior": all(isinstance(d["in"], int) and isinstance(d["out"], int) and d["pb"] == 0
-                            and (d["out"] - 1) * d["s"] + (d["k"] - 1) * d["d"] < d["in"] for d in dims)
-                        and not (len(node.outputs) > 1 and node.outputs[1] is not None),
+            "interior": not self._padded(dims) and not self._indices(node),
         }
 
+    @staticmethod
+    def _indices(node) -> bool:
+        """MaxPool's second output (Indices) is asked for."""
+        return len(node.outputs) > 1 and node.outputs[1] is not None
 
     @staticmethod
     def _padded(dims) -> bool:
@@ -147,14 +149,12 @@ class _Pool(OpSpec):
         at most FOLD_MAX_TAPS taps, a static last dim of at most FOLD_MAX_ROW elements (a row of
         the lowest value on each thread's stack). Its size, or None. Windows inside the input
         keep the interior path (2x2 stride 2: 11.7 us there, 15.6 folded)."""
-        if self.kind != "max" or (len(node.outputs) > 1 and node.outputs[1] is not None) or \
-                not self._padded(dims):
+        if self.kind != "max" or self._indices(node) or not self._padded(dims):
             return None
         row = dims[2]["in"]
         if not isinstance(row, int) or row > FOLD_MAX_ROW or product(d["k"] for d in dims) > FOLD_MAX_TAPS:
             return None
         return {"row": max(row, 1)}
-
 
     def _sep(self, node, dims):
         """The pool in two passes (rows, then columns; pool.c.j2) for padded windows of at most
