@@ -38,20 +38,14 @@ ONNXC_GEMM_INL int64_t onnxc_wino_voff(int64_t C, int64_t Tb, int64_t P, int64_t
 /* One whole register tile of the plain orientation. Functions of their own: inlined into
  * onnxc_wino_gemm's loops, GCC's clones kept one B vector on the stack in the k loop (a store and
  * eight reloads per k). */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void onnxc__wino_tile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float beta)
+ONNXC_GEMM_FN void onnxc__wino_tile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float beta)
 {
     onnxc__sgemm_kernel(kc, a, b, c, ldc, 1, ONNXC_SGEMM_MR, ONNXC_SGEMM_NR, 1.0f, beta);
 }
 
 /* the swapped orientation's tile, stored transposed (mr x nr of it) */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void onnxc__wino_tile_t(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-                               float beta)
+ONNXC_GEMM_FN void onnxc__wino_tile_t(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                                      int mr, int nr, float beta)
 {
     onnxc__sgemm_kernel(kc, a, b, c, 1, ldc, mr, nr, 1.0f, beta);
 }
