@@ -222,12 +222,32 @@ ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t 
         }                                                                                      \
     } while (0)
 
+/* the k loop with every line of b also prefetched `pf` floats ahead (into L2: onnxc_winograd.h) */
+#define ONNXC__SGEMM_KLOOP_PF(MRU, NVU, pf)                                                     \
+    do {                                                                                       \
+        const float *ap = a, *bp = b;                                                          \
+        for (int64_t k = 0; k < kc; ++k) {                                                     \
+            onnxc_vf bv[NVU];                                                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j) {                          \
+                __builtin_prefetch(bp + (pf) + j * ONNXC_SGEMM_VL, 0, 2);                      \
+                bv[j] = onnxc__vload(bp + j * ONNXC_SGEMM_VL);                                 \
+            }                                                                                  \
+            _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i) {                         \
+                const float av = ap[i];                                                        \
+                _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                        \
+                    acc[i][j] += av * bv[j];                                                   \
+            }                                                                                  \
+            ap += ONNXC_SGEMM_MR;                                                              \
+            bp += ONNXC_SGEMM_NR;                                                              \
+        }                                                                                      \
+    } while (0)
+
 /* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
  * element (i, j) of C at c[i*rsc + j*csc]. (Starting from C when beta == 1 measured slower: the
  * first multiply-adds wait for C.) */
-ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
-                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
-                                        float alpha, float beta)
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, const float *restrict b,
+                                           float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                           float alpha, float beta, int64_t pf)
 {
     onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
 #pragma GCC unroll 16
@@ -237,7 +257,9 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, con
             acc[i][j] = (onnxc_vf){0};
     const int nvu = (nr + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL;
     enum { MR2 = ONNXC_SGEMM_MR / 2, MR4 = ONNXC_SGEMM_MR / 4 };
-    if (mr <= MR4)
+    if (pf && mr == ONNXC_SGEMM_MR && nvu == ONNXC_SGEMM_NV)
+        ONNXC__SGEMM_KLOOP_PF(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV, pf);
+    else if (mr <= MR4)
         ONNXC__SGEMM_KLOOP(MR4, ONNXC_SGEMM_NV);
     else if (mr <= MR2)
         ONNXC__SGEMM_KLOOP(MR2, ONNXC_SGEMM_NV);
@@ -277,6 +299,13 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, con
             onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL, acc[i][j]);
     onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
 }
+
+ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
+                                        float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                        float alpha, float beta)
+{
+    onnxc__sgemm_kernel_pf(kc, a, b, c, rsc, csc, mr, nr, alpha, beta, 0);
+}
 #else
 ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
                                         float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
@@ -298,6 +327,14 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, con
         b += ONNXC_SGEMM_NR;
     }
     onnxc__sgemm_store_tail(acc, c, rsc, csc, mr, nr, alpha, beta);
+}
+
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, const float *restrict b,
+                                           float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                           float alpha, float beta, int64_t pf)
+{
+    (void)pf;
+    onnxc__sgemm_kernel(kc, a, b, c, rsc, csc, mr, nr, alpha, beta);
 }
 #endif
 
