@@ -204,32 +204,16 @@ ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t 
 #if defined(ONNXC_GEMM_VEC)
 /* acc[i][j] += sum over kc of a[k][i] * b[k][j-th vector], for the first MRU rows and NVU
  * vectors of the tile (edge panels skip the multiply-adds on their zero padding: a 7 x 7 feature
- * map is 6 full row panels and one of a single row) */
-#define ONNXC__SGEMM_KLOOP(MRU, NVU)                                                            \
-    do {                                                                                       \
-        const float *ap = a, *bp = b;                                                          \
-        for (int64_t k = 0; k < kc; ++k) {                                                     \
-            onnxc_vf bv[NVU];                                                                  \
-            _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                            \
-                bv[j] = onnxc__vload(bp + j * ONNXC_SGEMM_VL);                                 \
-            _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i) {                         \
-                const float av = ap[i];                                                        \
-                _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                        \
-                    acc[i][j] += av * bv[j];                                                   \
-            }                                                                                  \
-            ap += ONNXC_SGEMM_MR;                                                              \
-            bp += ONNXC_SGEMM_NR;                                                              \
-        }                                                                                      \
-    } while (0)
-
-/* the k loop with every line of b also prefetched `pf` floats ahead (into L2: onnxc_winograd.h) */
-#define ONNXC__SGEMM_KLOOP_PF(MRU, NVU, pf)                                                     \
+ * map is 6 full row panels and one of a single row); pf != 0: each line of b is also prefetched
+ * pf floats ahead into L2 (onnxc_winograd.h) */
+#define ONNXC__SGEMM_KLOOP(MRU, NVU, pf)                                                        \
     do {                                                                                       \
         const float *ap = a, *bp = b;                                                          \
         for (int64_t k = 0; k < kc; ++k) {                                                     \
             onnxc_vf bv[NVU];                                                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j) {                          \
-                __builtin_prefetch(bp + (pf) + j * ONNXC_SGEMM_VL, 0, 2);                      \
+                if (pf)                                                                        \
+                    __builtin_prefetch(bp + (pf) + j * ONNXC_SGEMM_VL, 0, 2);                  \
                 bv[j] = onnxc__vload(bp + j * ONNXC_SGEMM_VL);                                 \
             }                                                                                  \
             _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i) {                         \
@@ -258,19 +242,19 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
     const int nvu = (nr + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL;
     enum { MR2 = ONNXC_SGEMM_MR / 2, MR4 = ONNXC_SGEMM_MR / 4 };
     if (pf && mr == ONNXC_SGEMM_MR && nvu == ONNXC_SGEMM_NV)
-        ONNXC__SGEMM_KLOOP_PF(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV, pf);
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV, pf);
     else if (mr <= MR4)
-        ONNXC__SGEMM_KLOOP(MR4, ONNXC_SGEMM_NV);
+        ONNXC__SGEMM_KLOOP(MR4, ONNXC_SGEMM_NV, 0);
     else if (mr <= MR2)
-        ONNXC__SGEMM_KLOOP(MR2, ONNXC_SGEMM_NV);
+        ONNXC__SGEMM_KLOOP(MR2, ONNXC_SGEMM_NV, 0);
     else if (nvu == 1)
-        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 1);
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 1, 0);
 #if ONNXC_SGEMM_NV == 3
     else if (nvu == 2)
-        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 2);
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 2, 0);
 #endif
     else
-        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV);
+        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV, 0);
     if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR && csc == 1) {
         if (alpha != 1.0f)
 #pragma GCC unroll 16
