@@ -88,13 +88,21 @@ ONNXC_GEMM_FN void onnxc_conv_strided(int64_t c0, int64_t M, int64_t K, const fl
             const float *const xr = xb + r * RW;
             float *const yr = y + m0 * ldy + r * OW;
 #if defined(ONNXC_GEMM_VEC)
-            int64_t j = 0;
-            for (; j + ONNXC_SGEMM_NR <= OW || (OW - j > 2 * ONNXC_SGEMM_VL); j += ONNXC_SGEMM_NR)
-                onnxc__cstr_tn(K, w, offs, xr + j, bp, mr, yr + j, ldy, OW - j, r == 0 && j == 0 ? pf : 0);
-            if (OW - j > ONNXC_SGEMM_VL)
-                onnxc__cstr_t2(K, w, offs, xr + j, bp, mr, yr + j, ldy, OW - j, r == 0 && j == 0 ? pf : 0);
-            else if (OW - j > 0)
-                onnxc__cstr_t1(K, w, offs, xr + j, bp, mr, yr + j, ldy, OW - j, r == 0 && j == 0 ? pf : 0);
+            /* whole tiles, but a last tile plus at most a vector (112 = 48 + 48 + 16) as two
+             * tiles of two vectors: a one-vector tile loads as much as it multiplies */
+            for (int64_t j = 0; j < OW;) {
+                const int64_t left = OW - j, pfj = r == 0 && j == 0 ? pf : 0;
+                if (left > 2 * ONNXC_SGEMM_VL && !(left > ONNXC_SGEMM_NR && left <= ONNXC_SGEMM_NR + ONNXC_SGEMM_VL)) {
+                    onnxc__cstr_tn(K, w, offs, xr + j, bp, mr, yr + j, ldy, left, pfj);
+                    j += ONNXC_SGEMM_NR;
+                } else if (left > ONNXC_SGEMM_VL) {
+                    onnxc__cstr_t2(K, w, offs, xr + j, bp, mr, yr + j, ldy, left, pfj);
+                    j += 2 * ONNXC_SGEMM_VL;
+                } else {
+                    onnxc__cstr_t1(K, w, offs, xr + j, bp, mr, yr + j, ldy, left, pfj);
+                    j += ONNXC_SGEMM_VL;
+                }
+            }
 #else
             for (int i = 0; i < mr; ++i)
                 for (int64_t ow = 0; ow < OW; ++ow) {

@@ -19,6 +19,8 @@ CASES = [
     ((1, 1, 9, 70), (5, 1, 3, 5), {"strides": [1, 2]}),                              # no pads, 2 vector tiles
     ((1, 3, 6, 6), (4, 3, 2, 2), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),          # pads wider than the kernel
     ((1, 3, 11, 11), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 6, 224), (8, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),       # rows of 112: 48 + 32 + 32
+    ((1, 2, 5, 119), (6, 2, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),       # rows of 60: 32 + 28
 ]
 
 
