@@ -452,64 +452,81 @@ ONNXC_GEMM_INL int64_t onnxc__bcols_edge(int64_t t, int64_t N, int64_t shares)
                        : (t * N / shares + ONNXC_SGEMM_NR / 2) / ONNXC_SGEMM_NR;
 }
 
+/* Share t of onnxc__sgemm_bcols: its column panels times all of A's rows. */
+ONNXC_GEMM_FN void onnxc__sgemm_bcols_share(int64_t t, int64_t shares, int64_t M, int64_t N, int64_t K,
+                                            float alpha, const float *A, int64_t ars, int64_t acs, float beta,
+                                            float *C, int64_t rsc, int64_t csc, float *Ap, float *Bp,
+                                            const float *Bpre)
+{
+    const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
+    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
+    float *const mine = t == 0 ? Ap : Bp + (t - 1) * Mp * kcmax;
+    const int64_t q0 = onnxc__bcols_edge(t, N, shares), q1 = onnxc__bcols_edge(t + 1, N, shares);
+    for (int64_t pc = 0; pc < K && q0 < q1; pc += ONNXC_SGEMM_KC) {
+        const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+        const float bet = pc == 0 ? beta : 1.0f;
+        for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
+            onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, M - i), kc, A + i * ars + pc * acs, ars, acs,
+                              mine + i * kc, ONNXC_SGEMM_MR);
+        const float *const Bb = Bpre + pc * Np;
+        for (int64_t j = q0 * ONNXC_SGEMM_NR; j < onnxc__gmin(q1 * ONNXC_SGEMM_NR, N); j += ONNXC_SGEMM_NR) {
+            const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
+            for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
+                onnxc__sgemm_kernel(kc, mine + i * kc, Bb + j * kc, C + i * rsc + j * csc, rsc, csc,
+                                    (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr, alpha, bet);
+        }
+    }
+}
+
 ONNXC_GEMM_FN void onnxc__sgemm_bcols(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                                       int64_t ars, int64_t acs, float beta, float *C, int64_t rsc,
                                       int64_t csc, float *Ap, float *Bp, int64_t shares, const float *Bpre, int nt)
 {
-    const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
-    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
     (void)nt;
 #pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t t = 0; t < shares; ++t) {
-        float *const mine = t == 0 ? Ap : Bp + (t - 1) * Mp * kcmax;
-        const int64_t q0 = onnxc__bcols_edge(t, N, shares), q1 = onnxc__bcols_edge(t + 1, N, shares);
-        for (int64_t pc = 0; pc < K && q0 < q1; pc += ONNXC_SGEMM_KC) {
-            const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
-            const float bet = pc == 0 ? beta : 1.0f;
-            for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
-                onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, M - i), kc, A + i * ars + pc * acs, ars, acs,
-                                  mine + i * kc, ONNXC_SGEMM_MR);
-            const float *const Bb = Bpre + pc * Np;
-            for (int64_t j = q0 * ONNXC_SGEMM_NR; j < onnxc__gmin(q1 * ONNXC_SGEMM_NR, N); j += ONNXC_SGEMM_NR) {
-                const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
-                for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
-                    onnxc__sgemm_kernel(kc, mine + i * kc, Bb + j * kc, C + i * rsc + j * csc, rsc, csc,
-                                        (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr, alpha, bet);
-            }
-        }
-    }
+    for (int64_t t = 0; t < shares; ++t)
+        onnxc__sgemm_bcols_share(t, shares, M, N, K, alpha, A, ars, acs, beta, C, rsc, csc, Ap, Bp, Bpre);
 }
 
 /* One operand prepacked whole (Apre: MR-row panels, or Bpre: NR-column panels). The other one's
  * panels are split into per-thread shares; each share packs its panels into its own slot of the
  * workspace and computes every tile that uses them, so threads never wait for each other (no
- * barriers: they cost milliseconds when cores are oversubscribed). */
-ONNXC_GEMM_FN void onnxc__sgemm_owned(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                                      int64_t ars, int64_t acs, const float *B, int64_t brs,
-                                      int64_t bcs, float beta, float *C, int64_t rsc, int64_t csc,
-                                      void *work, int nt, const float *Apre, const float *Bpre)
+ * barriers: they cost milliseconds when cores are oversubscribed). onnxc_sgemm_split says how
+ * C is shared, so a caller may run the shares in a loop of its own (onnxc_sgemm_bpacked_share)
+ * with work on each share's part of C before and after it. */
+typedef struct {
+    int64_t shares;   /* parts of C, one per thread (static schedule); 0: none (M or N is 0) */
+    int64_t q;        /* panels per share (the one operand's lines packed here) */
+    int64_t slot;     /* panels per pass (the workspace's slot) */
+    int by_cols;      /* 1: shares own column panels (A prepacked), 0: row panels (B prepacked) */
+    int bcols;        /* 1: B prepacked yet shares own column panels (onnxc__sgemm_bcols) */
+    int k0;           /* K is 0: the one share scales C by beta */
+} onnxc_sgemm_split;
+
+ONNXC_GEMM_FN onnxc_sgemm_split onnxc__sgemm_owned_split(int64_t M, int64_t N, int64_t K, int nt, int by_cols)
 {
-    const int by_cols = Apre != NULL;   /* shares own column panels (pack B) or row panels (pack A) */
+    onnxc_sgemm_split sp = {0, 0, 0, by_cols, 0, 0};
+    if (M <= 0 || N <= 0)
+        return sp;
+    if (K <= 0) {
+        sp.shares = 1;
+        sp.k0 = 1;
+        return sp;
+    }
     const int W = by_cols ? ONNXC_SGEMM_NR : ONNXC_SGEMM_MR;
-    const int64_t L = by_cols ? N : M;                          /* lines of the operand packed here */
-    const int64_t P = (L + W - 1) / W;                          /* its panels */
-    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
+    const int64_t P = ((by_cols ? N : M) + W - 1) / W;          /* panels of the operand packed here */
     const int64_t mchmax = onnxc__gmin(M, ONNXC_SGEMM_MCH);
-    float *const Ap = onnxc__align64(work);
-    float *const Bp = onnxc__align64(Ap + onnxc__roundup(mchmax, ONNXC_SGEMM_MR) * kcmax);
-    float *const slots = by_cols ? Bp : Ap;
     const int64_t cap = by_cols ? onnxc__roundup(onnxc__gmin(N, ONNXC_SGEMM_NC), W) / W
                                 : onnxc__roundup(mchmax, W) / W; /* panels the workspace holds */
     const int par = nt > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN;
-    int64_t shares = par ? onnxc__gmin(onnxc__gmin(nt, P), cap) : 1;
-    const int64_t q = (P + shares - 1) / shares;               /* panels per share */
-    const int64_t slot = onnxc__gmin(q, cap / shares);         /* panels per pass */
-    const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
-    (void)par;
-    if (par && Bpre && M <= ONNXC_SGEMM_FEW_ROWS) {
+    sp.shares = par ? onnxc__gmin(onnxc__gmin(nt, P), cap) : 1;
+    sp.q = (P + sp.shares - 1) / sp.shares;
+    sp.slot = onnxc__gmin(sp.q, cap / sp.shares);
+    if (par && !by_cols && M <= ONNXC_SGEMM_FEW_ROWS) {
         /* few rows: split the columns instead where the larger share computes less (49 rows:
          * 32 + 17 by row panels; 32 rows split evenly and stay: measured faster for an MLP at
          * batch 32). Share t >= 1 packs A into the B region (not used here). */
+        const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
         const int64_t fit = 1 + onnxc__roundup(onnxc__gmin(N, ONNXC_SGEMM_NC), ONNXC_SGEMM_NR) / Mp;
         const int64_t cs = onnxc__gmin(onnxc__gmin(nt, Np / ONNXC_SGEMM_NR), fit);
         int64_t cmax = 0;
@@ -518,53 +535,117 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned(int64_t M, int64_t N, int64_t K, float alp
                                  onnxc__bcols_edge(t, N, cs) * ONNXC_SGEMM_NR;
             cmax = cols > cmax ? cols : cmax;
         }
-        if (cs > 1 && M * cmax < onnxc__gmin(q * ONNXC_SGEMM_MR, M) * N) {
-            onnxc__sgemm_bcols(M, N, K, alpha, A, ars, acs, beta, C, rsc, csc, Ap, Bp, cs, Bpre, nt);
-            return;
+        if (cs > 1 && M * cmax < onnxc__gmin(sp.q * ONNXC_SGEMM_MR, M) * N) {
+            sp.shares = cs;
+            sp.bcols = 1;
         }
     }
+    return sp;
+}
 
-#pragma omp parallel num_threads(nt) if(par)
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < shares; ++t) {
-        float *const mine = slots + t * slot * W * kcmax;
-        for (int64_t q0 = t * q; q0 < onnxc__gmin((t + 1) * q, P); q0 += slot) {
-            const int64_t q1 = onnxc__gmin(onnxc__gmin(q0 + slot, (t + 1) * q), P);
-            const int64_t l0 = q0 * W, l1 = onnxc__gmin(q1 * W, L);   /* my lines this pass */
-            for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
-                const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
-                const float bet = pc == 0 ? beta : 1.0f;
-                for (int64_t l = l0; l < l1; l += W) {
-                    if (by_cols)
-                        onnxc__sgemm_pack(onnxc__gmin(W, l1 - l), kc, B + pc * brs + l * bcs, bcs, brs,
-                                          mine + (l - l0) * kc, W);
-                    else
-                        onnxc__sgemm_pack(onnxc__gmin(W, l1 - l), kc, A + l * ars + pc * acs, ars, acs,
-                                          mine + (l - l0) * kc, W);
-                }
-                if (by_cols) {          /* all rows (A prepacked) x my columns */
-                    const float *const Ab = Apre + pc * Mp;
-                    for (int64_t i0 = 0; i0 < M; i0 += ONNXC_SGEMM_MC)
-                        for (int64_t j = l0; j < l1; j += ONNXC_SGEMM_NR) {
-                            const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, l1 - j);
-                            for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, M); i += ONNXC_SGEMM_MR)
-                                onnxc__sgemm_kernel(kc, Ab + i * kc, mine + (j - l0) * kc, C + i * rsc + j * csc,
-                                                    rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr,
-                                                    alpha, bet);
-                        }
-                } else {                /* my rows x all columns (B prepacked) */
-                    const float *const Bb = Bpre + pc * Np;
-                    for (int64_t i0 = l0; i0 < l1; i0 += ONNXC_SGEMM_MC)
-                        for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
-                            const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
-                            for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, l1); i += ONNXC_SGEMM_MR)
-                                onnxc__sgemm_kernel(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
-                                                    rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, l1 - i), nr,
-                                                    alpha, bet);
-                        }
-                }
+/* The part of C (rows [i0, i1) x columns [j0, j1)) that share t computes (M x N as passed). */
+ONNXC_GEMM_INL void onnxc_sgemm_split_part(const onnxc_sgemm_split *sp, int64_t t, int64_t M, int64_t N,
+                                           int64_t *i0, int64_t *i1, int64_t *j0, int64_t *j1)
+{
+    *i0 = *j0 = 0;
+    *i1 = M;
+    *j1 = N;
+    if (sp->k0)
+        return;
+    if (sp->bcols) {
+        *j0 = onnxc__gmin(onnxc__bcols_edge(t, N, sp->shares) * ONNXC_SGEMM_NR, N);
+        *j1 = onnxc__gmin(onnxc__bcols_edge(t + 1, N, sp->shares) * ONNXC_SGEMM_NR, N);
+    } else if (sp->by_cols) {
+        *j0 = onnxc__gmin(t * sp->q * ONNXC_SGEMM_NR, N);
+        *j1 = onnxc__gmin((t + 1) * sp->q * ONNXC_SGEMM_NR, N);
+    } else {
+        *i0 = onnxc__gmin(t * sp->q * ONNXC_SGEMM_MR, M);
+        *i1 = onnxc__gmin((t + 1) * sp->q * ONNXC_SGEMM_MR, M);
+    }
+}
+
+ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t t, int64_t M, int64_t N,
+                                            int64_t K, float alpha, const float *A, int64_t ars, int64_t acs,
+                                            const float *B, int64_t brs, int64_t bcs, float beta, float *C,
+                                            int64_t rsc, int64_t csc, void *work, const float *Apre,
+                                            const float *Bpre)
+{
+    const int by_cols = sp->by_cols;
+    const int W = by_cols ? ONNXC_SGEMM_NR : ONNXC_SGEMM_MR;
+    const int64_t L = by_cols ? N : M;                          /* lines of the operand packed here */
+    const int64_t P = (L + W - 1) / W;                          /* its panels */
+    const int64_t kcmax = onnxc__gmin(K, ONNXC_SGEMM_KC);
+    const int64_t mchmax = onnxc__gmin(M, ONNXC_SGEMM_MCH);
+    float *const Ap = onnxc__align64(work);
+    float *const Bp = onnxc__align64(Ap + onnxc__roundup(mchmax, ONNXC_SGEMM_MR) * kcmax);
+    float *const slots = by_cols ? Bp : Ap;
+    const int64_t q = sp->q, slot = sp->slot;
+    const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
+    if (sp->k0) {           /* an empty depth: C = beta * C (0 when beta is 0) */
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j)
+                C[i * rsc + j * csc] = beta == 0.0f ? 0.0f : beta * C[i * rsc + j * csc];
+        return;
+    }
+    if (sp->bcols) {
+        onnxc__sgemm_bcols_share(t, sp->shares, M, N, K, alpha, A, ars, acs, beta, C, rsc, csc, Ap, Bp, Bpre);
+        return;
+    }
+    float *const mine = slots + t * slot * W * kcmax;
+    for (int64_t q0 = t * q; q0 < onnxc__gmin((t + 1) * q, P); q0 += slot) {
+        const int64_t q1 = onnxc__gmin(onnxc__gmin(q0 + slot, (t + 1) * q), P);
+        const int64_t l0 = q0 * W, l1 = onnxc__gmin(q1 * W, L);   /* my lines this pass */
+        for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+            const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+            const float bet = pc == 0 ? beta : 1.0f;
+            for (int64_t l = l0; l < l1; l += W) {
+                if (by_cols)
+                    onnxc__sgemm_pack(onnxc__gmin(W, l1 - l), kc, B + pc * brs + l * bcs, bcs, brs,
+                                      mine + (l - l0) * kc, W);
+                else
+                    onnxc__sgemm_pack(onnxc__gmin(W, l1 - l), kc, A + l * ars + pc * acs, ars, acs,
+                                      mine + (l - l0) * kc, W);
+            }
+            if (by_cols) {          /* all rows (A prepacked) x my columns */
+                const float *const Ab = Apre + pc * Mp;
+                for (int64_t i0 = 0; i0 < M; i0 += ONNXC_SGEMM_MC)
+                    for (int64_t j = l0; j < l1; j += ONNXC_SGEMM_NR) {
+                        const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, l1 - j);
+                        for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, M); i += ONNXC_SGEMM_MR)
+                            onnxc__sgemm_kernel(kc, Ab + i * kc, mine + (j - l0) * kc, C + i * rsc + j * csc,
+                                                rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr,
+                                                alpha, bet);
+                    }
+            } else {                /* my rows x all columns (B prepacked) */
+                const float *const Bb = Bpre + pc * Np;
+                for (int64_t i0 = l0; i0 < l1; i0 += ONNXC_SGEMM_MC)
+                    for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
+                        const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
+                        for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, l1); i += ONNXC_SGEMM_MR)
+                            onnxc__sgemm_kernel(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
+                                                rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, l1 - i), nr,
+                                                alpha, bet);
+                    }
             }
         }
+    }
+}
+
+ONNXC_GEMM_FN void onnxc__sgemm_owned(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                      int64_t ars, int64_t acs, const float *B, int64_t brs,
+                                      int64_t bcs, float beta, float *C, int64_t rsc, int64_t csc,
+                                      void *work, int nt, const float *Apre, const float *Bpre)
+{
+    const onnxc_sgemm_split sp = onnxc__sgemm_owned_split(M, N, K, nt, Apre != NULL);
+    (void)nt;
+    if (sp.shares == 1)   /* no region: even one with a false if() costs 0.2-0.3 us */
+        onnxc__sgemm_owned_share(&sp, 0, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, rsc, csc, work,
+                                 Apre, Bpre);
+    else if (sp.shares > 1) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t t = 0; t < sp.shares; ++t)
+            onnxc__sgemm_owned_share(&sp, t, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, rsc, csc,
+                                     work, Apre, Bpre);
     }
 }
 
@@ -666,6 +747,24 @@ ONNXC_GEMM_FN void onnxc_sgemm_wmul(int swapped, int64_t M, int64_t N, int64_t K
  * passes/prepack_gemm.py as onnxc__sgemm_prepack lays out its N columns in NR-wide panels
  * (64-byte aligned in the weight blob). No call packs B; threads own row panels of A (no
  * barriers). Workspace: ONNXC_SGEMM_WORK_BYTES(M, N, K). */
+/* How onnxc_sgemm_bpacked shares C among nt threads, and share t of it: a template that
+ * fills C before the product or applies an activation after it runs the shares in its own
+ * parallel loop (static schedule, one share per thread) and does that work on each share's
+ * part (onnxc_sgemm_split_part) next to its product: no pass of its own, whose fork/join and
+ * rows moved between cores cost an MLP at batch 32 and 2 threads 10% (measured). */
+ONNXC_GEMM_INL onnxc_sgemm_split onnxc_sgemm_bpacked_split(int64_t M, int64_t N, int64_t K, int num_threads)
+{
+    return onnxc__sgemm_owned_split(M, N, K, num_threads > 0 ? num_threads : 1, 0);
+}
+
+ONNXC_GEMM_FN void onnxc_sgemm_bpacked_share(const onnxc_sgemm_split *sp, int64_t t, int transA, int64_t M,
+                                             int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                                             const void *Bp, float beta, float *C, int64_t ldc, void *work)
+{
+    onnxc__sgemm_owned_share(sp, t, M, N, K, alpha, A, transA ? 1 : lda, transA ? lda : 1, NULL, 0, 0, beta,
+                             C, ldc, 1, work, NULL, (const float *)Bp);
+}
+
 ONNXC_GEMM_FN void onnxc_sgemm_bpacked(int transA, int64_t M, int64_t N, int64_t K, float alpha,
                                        const float *A, int64_t lda, const void *Bp, float beta,
                                        float *C, int64_t ldc, void *work, int num_threads)

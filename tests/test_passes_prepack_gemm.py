@@ -126,3 +126,46 @@ def test_few_rows_column_split(case, tmp_path):
             got, = sess.run(None, f)
             ref, = ref_eval.run(None, f)
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1, kw["K"] / 64))
+
+
+def full_c_model(K, N, residual):
+    """relu(Gemm(A, B, 2 * C) [+ Z]): C a whole matrix computed by a node (Y may take its
+    storage), Z a residual input; B constant (panels)."""
+    b = (rng.standard_normal((K, N)) * 0.2).astype(np.float32)
+    nodes = [helper.make_node("Mul", ["C", "two"], ["c2"]),
+             helper.make_node("Gemm", ["A", "B", "c2"], ["g"], alpha=0.5, beta=1.5)]
+    last = "g"
+    if residual:
+        nodes.append(helper.make_node("Add", ["g", "Z"], ["s"]))
+        last = "s"
+    nodes.append(helper.make_node("Relu", [last], ["y"]))
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", d])
+              for n, d in [("A", K), ("C", N)] + ([("Z", N)] if residual else [])]
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(b, "B"), numpy_helper.from_array(np.float32(2), "two")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_each_thread_fills_and_activates_its_share(residual, tmp_path):
+    """The start of Y (C, or beta C + Z) and the activation run on each thread's share of the
+    product (rows, or columns for few rows): every share, thread count and row count gives
+    onnx.reference's values, and the same bits whatever the thread count."""
+    K, N = 300, 517
+    m = full_c_model(K, N, residual)
+    path = onnxc.compiler.build_library(m, Options(), cache_dir=tmp_path)
+    ref_eval = ReferenceEvaluator(m)
+    sessions = []
+    for nt in (1, 2, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sessions.append(onnxc.InferenceSession(str(path), so))
+    for rows in (9, 33, 49, 130, 400):     # column shares (few rows), row shares, a partial panel
+        f = {name: rng.standard_normal((rows, d)).astype(np.float32)
+             for name, d in [("A", K), ("C", N)] + ([("Z", N)] if residual else [])}
+        f["C"][1, :3] = [np.nan, np.inf, -np.inf]
+        ref, = ref_eval.run(None, f)
+        outs = [s.run(None, f)[0] for s in sessions]
+        for got in outs:
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * K / 64)
+            np.testing.assert_array_equal(got, outs[0])
