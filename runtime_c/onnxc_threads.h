@@ -11,8 +11,12 @@
  * keep that estimate fresh). When 4 of the last 8 full runs were slower than ONNXC_TUNE_SLOWER x the
  * one-thread estimate (their median is: a busy machine makes some runs slow, not all), runs take one
  * thread and probe the full count again after 16 runs, doubling up to ONNXC_TUNE_MAX_BACKOFF while the
- * probes stay slow. A probe is two full runs judged by the second: the first wakes a team that slept
- * through the one-thread runs and is slower than the team's usual run. ONNXC_TUNE_SLOWER is 2: at
+ * probes stay slow, but never later than when the one-thread runs since the last probe took
+ * ONNXC_TUNE_WAIT_RATIO x what that probe cost (probes then take at most ~3% of a busy machine's time,
+ * and a burst of load no longer leaves a model on one thread for 4096 runs: MLP at batch 32 spent
+ * whole seconds of a benchmark at its one-thread speed after a few busy blocks). A probe is two full
+ * runs judged by the second: the first wakes a team that slept through the one-thread runs and is
+ * slower than the team's usual run. ONNXC_TUNE_SLOWER is 2: at
  * 1.1 ordinary noise (a run that starts while another runtime's workers still spin) switched shapes
  * that gain 1.7x from the team (mlp batch 32 at 2 threads: 192 us instead of 115). Kernels compute each output element the same
  * way whatever the team, so results do not change (except the last bit of the two loss ops whose
@@ -36,6 +40,7 @@
 #define ONNXC_TUNE_WINDOW_SLOW 4   /* of the last 8 full runs: slower ones that switch to one thread */
 #define ONNXC_TUNE_SLOWER 2.0   /* only what a busy machine does to a team: noise must not switch */
 #define ONNXC_TUNE_MAX_BACKOFF 4096
+#define ONNXC_TUNE_WAIT_RATIO 32.0   /* one-thread time before the next probe, in probe costs */
 
 typedef struct {
     int64_t key;        /* dims hash this slot holds; 0: empty */
@@ -45,6 +50,9 @@ typedef struct {
     int64_t countdown;  /* one-thread mode: runs left before the next full probe */
     int64_t backoff;
     int64_t full_since; /* the run full mode last resumed at */
+    double wait_cost;   /* one-thread mode: what the last probe (or the switch) cost, seconds */
+    double waited;      /* one-thread mode: time of the one-thread runs since then */
+    double probe_dt;    /* the time of a probe's first run */
     unsigned slow;      /* bit i: full run i runs ago slower than ONNXC_TUNE_SLOWER x t_one */
     int one;            /* 1: runs take one thread */
     int warm;           /* one-thread mode: the first of a probe's two full runs is done */
@@ -72,6 +80,7 @@ static inline onnxc_tune *onnxc_tune_acquire(onnxc_tune *slots, int64_t key)
         s->countdown = 0;
         s->backoff = 16;
         s->full_since = 0;
+        s->wait_cost = s->waited = s->probe_dt = 0;
         s->slow = s->one = s->warm = 0;
     }
     return s;
@@ -89,16 +98,28 @@ static inline int onnxc_tune_threads(onnxc_tune *s, int nt, int *timed)
         *timed = !(s->runs > 16 && s->t_full < 1e-5 && s->runs % 8 != 0);
         return nt;
     }
-    return --s->countdown <= 0 ? nt : 1;
+    return --s->countdown <= 0 || s->waited >= ONNXC_TUNE_WAIT_RATIO * s->wait_cost ? nt : 1;
+}
+
+/* one-thread mode from now on: the next probe after `backoff` runs or once the one-thread runs
+ * took ONNXC_TUNE_WAIT_RATIO x `cost` */
+static inline void onnxc__tune_wait(onnxc_tune *s, double cost)
+{
+    s->countdown = s->backoff;
+    s->wait_cost = cost;
+    s->waited = 0;
 }
 
 static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
 {
     if (used == 1 && nt > 1) {
         s->t_one = s->t_one > 0 ? 0.75 * s->t_one + 0.25 * dt : dt;
+        if (s->one)
+            s->waited += dt;
     } else if (s->one && !s->warm) {   /* a probe's first run wakes the team: not judged */
         s->warm = 1;
         s->countdown = 1;
+        s->probe_dt = dt;
     } else if (s->one) {            /* a probe's second run at the full count */
         s->warm = 0;
         if (dt < s->t_one) {
@@ -108,7 +129,7 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
             s->t_full = dt;
         } else {
             s->backoff = s->backoff * 2 > ONNXC_TUNE_MAX_BACKOFF ? ONNXC_TUNE_MAX_BACKOFF : s->backoff * 2;
-            s->countdown = s->backoff;
+            onnxc__tune_wait(s, s->probe_dt + dt);
         }
     } else {
         s->t_full = s->t_full > 0 ? 0.75 * s->t_full + 0.25 * dt : dt;
@@ -119,7 +140,7 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
             /* flapping (full again, soon slow again) backs off like a failed probe */
             s->backoff = s->runs - s->full_since >= 256 ? 16
                        : (s->backoff * 2 > ONNXC_TUNE_MAX_BACKOFF ? ONNXC_TUNE_MAX_BACKOFF : s->backoff * 2);
-            s->countdown = s->backoff;
+            onnxc__tune_wait(s, 2 * dt);   /* a probe: two runs like this one */
         }
     }
     __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);

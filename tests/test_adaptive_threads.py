@@ -119,3 +119,16 @@ def test_same_outputs_at_any_count():
         outs.append([s.run(None, {"X": xs})[0] for _ in range(140)])   # crosses probes at runs 4, 128
     for a in outs[0] + outs[1]:
         np.testing.assert_array_equal(a, outs[0][0])
+
+
+def test_probes_never_wait_longer_than_their_cost_repays(tmp_path):
+    """Full-count runs twice as slow as one thread (4.0 against 2.0): the probes' interval doubles
+    (16, 32, 64, ...) only until the one-thread runs since the last probe took 32x what it cost
+    (two runs of 4.0: 256, i.e. 128 runs of 2.0); then every 128 runs (+ the probe's 2), not 4096
+    apart."""
+    src = DRIVER.replace("step(50.0, 2.0)", "step(4.0, 2.0)").replace("i < 2000", "i < 3000")
+    busy = _run_driver(tmp_path, src)[1]
+    probes = [i for i, c in enumerate(busy) if c == "2"]
+    gaps = [int(g) for g in np.diff(probes[3::2])]   # from one probe's first run to the next's
+    assert gaps[:4] == [17, 33, 65, 129]
+    assert set(gaps[4:]) == {130} and len(gaps) > 20
