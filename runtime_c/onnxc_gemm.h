@@ -57,7 +57,7 @@ static inline int64_t onnxc__gmin(int64_t a, int64_t b) { return a < b ? a : b; 
                        (onnxc__gmin((N), ONNXC_SGEMM_NC) + ONNXC_SGEMM_NR_MAX)) + 128)
 
 /* Rows of A up to which a product with B prepacked splits B's columns between threads, not A's
- * rows (onnxc__sgemm_bcols). */
+ * rows (onnxc__sgemm_bcols_share). */
 #ifndef ONNXC_SGEMM_FEW_ROWS
 #define ONNXC_SGEMM_FEW_ROWS 96
 #endif
@@ -452,7 +452,7 @@ ONNXC_GEMM_INL int64_t onnxc__bcols_edge(int64_t t, int64_t N, int64_t shares)
                        : (t * N / shares + ONNXC_SGEMM_NR / 2) / ONNXC_SGEMM_NR;
 }
 
-/* Share t of onnxc__sgemm_bcols: its column panels times all of A's rows. */
+/* Share t of `shares`: its column panels times all of A's rows. */
 ONNXC_GEMM_FN void onnxc__sgemm_bcols_share(int64_t t, int64_t shares, int64_t M, int64_t N, int64_t K,
                                             float alpha, const float *A, int64_t ars, int64_t acs, float beta,
                                             float *C, int64_t rsc, int64_t csc, float *Ap, float *Bp,
@@ -478,16 +478,6 @@ ONNXC_GEMM_FN void onnxc__sgemm_bcols_share(int64_t t, int64_t shares, int64_t M
     }
 }
 
-ONNXC_GEMM_FN void onnxc__sgemm_bcols(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                                      int64_t ars, int64_t acs, float beta, float *C, int64_t rsc,
-                                      int64_t csc, float *Ap, float *Bp, int64_t shares, const float *Bpre, int nt)
-{
-    (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t t = 0; t < shares; ++t)
-        onnxc__sgemm_bcols_share(t, shares, M, N, K, alpha, A, ars, acs, beta, C, rsc, csc, Ap, Bp, Bpre);
-}
-
 /* One operand prepacked whole (Apre: MR-row panels, or Bpre: NR-column panels). The other one's
  * panels are split into per-thread shares; each share packs its panels into its own slot of the
  * workspace and computes every tile that uses them, so threads never wait for each other (no
@@ -499,7 +489,7 @@ typedef struct {
     int64_t q;        /* panels per share (the one operand's lines packed here) */
     int64_t slot;     /* panels per pass (the workspace's slot) */
     int by_cols;      /* 1: shares own column panels (A prepacked), 0: row panels (B prepacked) */
-    int bcols;        /* 1: B prepacked yet shares own column panels (onnxc__sgemm_bcols) */
+    int bcols;        /* 1: B prepacked yet shares own column panels (onnxc__sgemm_bcols_share) */
     int k0;           /* K is 0: the one share scales C by beta */
 } onnxc_sgemm_split;
 

@@ -240,7 +240,7 @@ def test_conv_threads_and_chunks(threads):
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_conv_few_pixels_column_split(threads):
     """7x7 outputs (49 pixel rows of the swapped SGEMM, prepacked weights): threads split the
-    output channels (onnxc__sgemm_bcols) for a 1x1 and a strided 3x3 (im2col, K > KC)."""
+    output channels (onnxc__sgemm_bcols_share) for a 1x1 and a strided 3x3 (im2col, K > KC)."""
     x = rand((1, 64, 14, 14)) * 0.5
     x[0, 3, 4, 5], x[0, 40, 13, 13] = np.nan, np.inf
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1]),

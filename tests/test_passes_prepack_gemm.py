@@ -102,7 +102,7 @@ def test_results(case, portable, tmp_path):
 
 
 # few rows (<= ONNXC_SGEMM_FEW_ROWS) unevenly split by row panels: threads take column panels
-# instead (onnxc__sgemm_bcols), each packing all of A; several depth blocks, partial panels
+# instead (onnxc__sgemm_bcols_share), each packing all of A; several depth blocks, partial panels
 FEW_ROW_CASES = {
     "gemm_49_rows": (dict(rows=49, K=600, N=517, tail="relu"), [49]),
     "gemm_9_rows_transA": (dict(rows="n", K=300, N=1000, trans_a=1), [9, 17, 95]),
