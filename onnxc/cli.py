@@ -232,6 +232,8 @@ def _firmware_prelude(comp, extra_c) -> str:
         " * No Python, no allocation, no globals written: constant weights are C data below.",
         " *",
         " * Build:   cc -std=c99 -O2 -c " + srcs + "          (add -fopenmp for threads)",
+        " *          onnxc's own builds: -O3 -march=native -fno-math-errno -fno-trapping-math",
+        " *          -ffp-contract=fast -fwrapv (NaN/inf kept; vectorises the NaN-preserving clamps)",
         " * Link:    your program + model.o + -lm",
         " * API:     see model.h. Per call: fill dims[] with the symbolic dimension values, get the",
         " *          scratch size with onnxc_arena_bytes(dims), pass a 64-byte aligned arena of that",

@@ -82,54 +82,78 @@ static inline float onnxc_rnn_sigmoidf(float x0)
 }
 
 #if defined(__GNUC__) && !defined(ONNXC_GEMM_PLAIN_C)
-typedef float onnxc__rv __attribute__((vector_size(64)));
+/* The native vector: a 16-unit gate is 1 (AVX-512), 2 (AVX) or 4 (SSE, NEON) of them. A tile
+ * keeps at most ~half the vector registers as accumulators (ONNXC__RNN_TILE's NV x MR x KS):
+ * wider blocks are done as column parts of NV vectors, each re-reading its H rows (L1). With
+ * 64-byte vectors on AVX2, a 4-gate block's 16 accumulators were 32 ymm and spilled every k:
+ * the 128-unit LSTM's steps took 1.2 ms instead of ~0.1. */
+#if defined(__AVX512F__)
+#define ONNXC__RNN_VL 16
+#elif defined(__AVX__)
+#define ONNXC__RNN_VL 8
+#else
+#define ONNXC__RNN_VL 4
+#endif
+typedef float onnxc__rv __attribute__((vector_size(ONNXC__RNN_VL * 4)));
 static inline __attribute__((always_inline)) onnxc__rv onnxc__rvload(const float *p)
 {
     onnxc__rv v;
     memcpy(&v, p, sizeof v);
     return v;
 }
-#define ONNXC__RNN_TILE(G, MR, KS, XG)                                                             \
-    static inline __attribute__((always_inline)) void onnxc__rnn_t##G##_##MR(                 \
-        int64_t K, const float *const *H, const float *const *X, const float *bias, const float *Rb, float *out) \
+/* out[r][c0 + q] for q < NV * VL of a block G * 16 wide: X added where the column's gate < XG */
+#define ONNXC__RNN_PART(G, MR, NV, KS, XG)                                                         \
+    static inline __attribute__((always_inline)) void onnxc__rnn_p##G##_##MR(                 \
+        int64_t K, const float *const *H, const float *const *X, const float *bias, const float *Rb, \
+        float *out, const int c0)                                                              \
     {                                                                                          \
-        onnxc__rv acc[KS][MR][G];                                                              \
+        onnxc__rv acc[KS][MR][NV];                                                             \
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r)                                   \
-        _Pragma("GCC unroll 4") for (int g = 0; g < G; ++g) {                                  \
-            acc[0][r][g] = onnxc__rvload(bias + g * ONNXC_RNN_U);                              \
-            if (g < XG)                                                                        \
-                acc[0][r][g] += onnxc__rvload(X[r] + g * ONNXC_RNN_U);                         \
-            _Pragma("GCC unroll 4") for (int s = 1; s < KS; ++s) acc[s][r][g] = (onnxc__rv){0}; \
+        _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) {                                \
+            const int c = c0 + v * ONNXC__RNN_VL;                                              \
+            acc[0][r][v] = onnxc__rvload(bias + c);                                            \
+            if (c / ONNXC_RNN_U < XG)                                                          \
+                acc[0][r][v] += onnxc__rvload(X[r] + c);                                       \
+            _Pragma("GCC unroll 8") for (int s = 1; s < KS; ++s) acc[s][r][v] = (onnxc__rv){0}; \
         }                                                                                      \
         int64_t k = 0;                                                                         \
         for (const int64_t kend = K / KS * KS; k < kend; k += KS)                              \
-            _Pragma("GCC unroll 4") for (int s = 0; s < KS; ++s) {                             \
-                const float *b = Rb + (k + s) * (G * ONNXC_RNN_U);                             \
-                onnxc__rv bv[G];                                                               \
-                _Pragma("GCC unroll 4") for (int g = 0; g < G; ++g)                            \
-                    bv[g] = onnxc__rvload(b + g * ONNXC_RNN_U);                                \
+            _Pragma("GCC unroll 8") for (int s = 0; s < KS; ++s) {                             \
+                const float *b = Rb + (k + s) * (G * ONNXC_RNN_U) + c0;                        \
+                onnxc__rv bv[NV];                                                              \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v)                          \
+                    bv[v] = onnxc__rvload(b + v * ONNXC__RNN_VL);                              \
                 _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                         \
                     const float a = H[r][k + s];                                               \
-                    _Pragma("GCC unroll 4") for (int g = 0; g < G; ++g) acc[s][r][g] += a * bv[g]; \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) acc[s][r][v] += a * bv[v]; \
                 }                                                                              \
             }                                                                                  \
         for (; k < K; ++k) {                                                                   \
-            const float *b = Rb + k * (G * ONNXC_RNN_U);                                       \
+            const float *b = Rb + k * (G * ONNXC_RNN_U) + c0;                                  \
             _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                             \
                 const float a = H[r][k];                                                       \
-                _Pragma("GCC unroll 4") for (int g = 0; g < G; ++g)                            \
-                    acc[0][r][g] += a * onnxc__rvload(b + g * ONNXC_RNN_U);                    \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v)                          \
+                    acc[0][r][v] += a * onnxc__rvload(b + v * ONNXC__RNN_VL);                  \
             }                                                                                  \
         }                                                                                      \
         _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r)                                   \
-        _Pragma("GCC unroll 4") for (int g = 0; g < G; ++g) {                                  \
-            onnxc__rv t = acc[0][r][g];                                                        \
-            _Pragma("GCC unroll 4") for (int s = 1; s < KS; ++s) t += acc[s][r][g];            \
-            memcpy(out + (r * G + g) * ONNXC_RNN_U, &t, sizeof t);                             \
+        _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) {                                \
+            onnxc__rv t = acc[0][r][v];                                                        \
+            _Pragma("GCC unroll 8") for (int s = 1; s < KS; ++s) t += acc[s][r][v];            \
+            memcpy(out + r * (G * ONNXC_RNN_U) + c0 + v * ONNXC__RNN_VL, &t, sizeof t);        \
         }                                                                                      \
     }
+/* a tile: the block's G * 16 columns as parts of NV vectors */
+#define ONNXC__RNN_TILE(G, MR, NV, KS, XG)                                                         \
+    ONNXC__RNN_PART(G, MR, NV, KS, XG)                                                         \
+    static inline __attribute__((always_inline)) void onnxc__rnn_t##G##_##MR(                 \
+        int64_t K, const float *const *H, const float *const *X, const float *bias, const float *Rb, float *out) \
+    {                                                                                          \
+        _Pragma("GCC unroll 16") for (int c0 = 0; c0 < G * ONNXC_RNN_U; c0 += NV * ONNXC__RNN_VL) \
+            onnxc__rnn_p##G##_##MR(K, H, X, bias, Rb, out, c0);                                \
+    }
 #else
-#define ONNXC__RNN_TILE(G, MR, KS, XG)                                                             \
+#define ONNXC__RNN_TILE(G, MR, NV, KS, XG)                                                             \
     static inline void onnxc__rnn_t##G##_##MR(int64_t K, const float *const *H, const float *const *X, \
                                              const float *bias, const float *Rb, float *out)   \
     {                                                                                          \
@@ -181,12 +205,27 @@ static inline void onnxc_rnn_wait(const int64_t *flags, int nth, int self, int64
 #define ONNXC__RNN_NOINLINE
 #endif
 
-/* accumulator sets: batch 1 splits k four ways (measured: 8% faster than two at H = 128, the
- * loads stay in flight); row groups have enough independent chains already */
-#define ONNXC__RNN_TILES(G, KS1, XG)                                                              \
-    ONNXC__RNN_TILE(G, 1, KS1, XG)                                                                \
-    ONNXC__RNN_TILE(G, 2, 1, XG)                                                                \
-    ONNXC__RNN_TILE(G, 4, 1, XG)                                                                \
+/* Per tile of MR rows: NV vectors per part, KS accumulator sets. Batch 1 splits k (AVX-512: four
+ * ways, measured 8% faster than two at H = 128, the loads stay in flight); row groups have enough
+ * independent chains already. Narrower vectors: parts of <= 12 accumulators (16 registers). */
+#if ONNXC__RNN_VL == 16
+#define ONNXC__RNN_G1 1, 8, 1, 1, 1, 1
+#define ONNXC__RNN_G3 3, 4, 3, 1, 3, 1
+#define ONNXC__RNN_G4 4, 4, 4, 1, 4, 1
+#elif ONNXC__RNN_VL == 8
+#define ONNXC__RNN_G1 2, 4, 2, 2, 2, 1
+#define ONNXC__RNN_G3 6, 2, 6, 1, 2, 1
+#define ONNXC__RNN_G4 8, 1, 4, 1, 2, 1
+#else
+#define ONNXC__RNN_G1 4, 2, 4, 1, 2, 1
+#define ONNXC__RNN_G3 12, 1, 6, 1, 3, 1
+#define ONNXC__RNN_G4 8, 1, 4, 1, 2, 1
+#endif
+#define ONNXC__RNN_TILES(...) ONNXC__RNN_TILES_(__VA_ARGS__)
+#define ONNXC__RNN_TILES_(G, XG, NV1, KS1, NV2, KS2, NV4, KS4)                                     \
+    ONNXC__RNN_TILE(G, 1, NV1, KS1, XG)                                                        \
+    ONNXC__RNN_TILE(G, 2, NV2, KS2, XG)                                                        \
+    ONNXC__RNN_TILE(G, 4, NV4, KS4, XG)                                                        \
     static ONNXC__RNN_NOINLINE void onnxc_rnn_tile_G##G(int64_t K, int nr, const float *const *H, const float *const *X, \
                                            const float *bias, const float *Rb, float *out)   \
     {                                                                                          \
@@ -200,8 +239,8 @@ static inline void onnxc_rnn_wait(const int64_t *flags, int nth, int self, int64
             onnxc__rnn_t##G##_1(K, H, X, bias, Rb, out);                                             \
     }
 
-ONNXC__RNN_TILES(1, 8, 1)
-ONNXC__RNN_TILES(3, 4, 2)
-ONNXC__RNN_TILES(4, 4, 4)
+ONNXC__RNN_TILES(1, 1, ONNXC__RNN_G1)
+ONNXC__RNN_TILES(3, 2, ONNXC__RNN_G3)
+ONNXC__RNN_TILES(4, 4, ONNXC__RNN_G4)
 
 #endif
