@@ -2,9 +2,9 @@
 
     python examples/sgemm_peak.py [--size 1024] [--threads 1] [--repeat 7]
 
-The peak: a C loop of 16 (12 below AVX-512: 16 registers) independent FMA chains on the widest vectors the compiler targets with
--march=native (GCC vector extensions: 16 floats with AVX-512, 8 with AVX2), compiled here, best of
---repeat runs. The SGEMM: a MatMul model (both operands inputs, so nothing is packed ahead) built by
+The peak: a C loop of independent FMA chains (16; 12 below AVX-512, which has 16 vector registers)
+on the widest vectors the compiler targets with -march=native (GCC vector extensions: 16 floats with
+AVX-512, 8 with AVX2), compiled here, best of --repeat runs. The SGEMM: a MatMul model (both operands inputs, so nothing is packed ahead) built by
 onnxc and timed through InferenceSession.run (median of the best round), FLOPs = 2 M N K. Both
 run in this process's CPU, one after the other; run it on a quiet machine (or with `nice -n -19`).
 """

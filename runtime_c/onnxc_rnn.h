@@ -205,9 +205,10 @@ static inline void onnxc_rnn_wait(const int64_t *flags, int nth, int self, int64
 #define ONNXC__RNN_NOINLINE
 #endif
 
-/* Per tile of MR rows: NV vectors per part, KS accumulator sets. Batch 1 splits k (AVX-512: four
- * ways, measured 8% faster than two at H = 128, the loads stay in flight); row groups have enough
- * independent chains already. Narrower vectors: parts of <= 12 accumulators (16 registers). */
+/* ONNXC__RNN_G<g>: NV (vectors per part) and KS (accumulator sets) for tiles of 1, 2 and 4 rows.
+ * Batch 1 splits k (AVX-512: four ways, measured 8% faster than two at H = 128, the loads stay in
+ * flight); row groups have enough independent chains already. Narrower vectors: parts of <= 12
+ * accumulators (16 registers). */
 #if ONNXC__RNN_VL == 16
 #define ONNXC__RNN_G1 1, 8, 1, 1, 1, 1
 #define ONNXC__RNN_G3 3, 4, 3, 1, 3, 1
