@@ -20,12 +20,12 @@
 
 #if defined(ONNXC_GEMM_VEC)
 #define ONNXC_DW_VL ONNXC_SGEMM_VL
-/* a in every lane: one broadcast (`(onnxc_vf){0} + a` costs a scalar add first, kept for a = -0) */
+/* a in every lane: one broadcast. (`a - 0` is a for every a, -0 and NaN included, and folds
+ * away; `(onnxc_vf){0} + a` costs a scalar add first, and filling the lanes one by one became
+ * a chain of 5 inserts on AVX2.) */
 ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a)
 {
-    onnxc_vf v;
-    _Pragma("GCC unroll 16") for (int i = 0; i < ONNXC_SGEMM_VL; ++i) v[i] = a;
-    return v;
+    return a - (onnxc_vf){0};
 }
 #endif
 
@@ -38,17 +38,26 @@ ONNXC_GEMM_INL onnxc_vf onnxc_dw_splat(float a)
 
 #if defined(ONNXC_GEMM_VEC)
 /* clamp = {lo, hi}: the fused Relu / Clip, lo > v ? lo : v then hi < v ? hi : v (NaN passes;
- * -INFINITY and INFINITY when absent). Passed in memory and read here, after the products: as
- * float arguments they can hold two vector registers through the K loop beside the tile's 24
- * accumulators and 3 X vectors. */
-ONNXC_GEMM_INL onnxc_vf onnxc__pw_clamp(onnxc_vf v, const float *clamp)
+ * -INFINITY and INFINITY when absent), read as vectors once per tile after the products. clamp
+ * is often a constant array, and GCC would hoist its vectors out of the tile loop: the registers
+ * they hold then cost the K loop its X vectors (each multiply-add reading X from memory, 12
+ * loads + 6 broadcasts per k: load-bound at 2/3 of the FMA peak on AVX2). The empty asm hides
+ * the pointer's target, so the loads stay after the products. */
+ONNXC_GEMM_INL void onnxc__pw_bounds(const float *clamp, onnxc_vf *lo, onnxc_vf *hi)
 {
-    const float lo = clamp[0], hi = clamp[1];
+#if defined(__GNUC__)
+    __asm__ volatile("" : "+r"(clamp));
+#endif
+    *lo = onnxc_dw_splat(clamp[0]);
+    *hi = onnxc_dw_splat(clamp[1]);
+}
+
+ONNXC_GEMM_INL onnxc_vf onnxc__pw_clamp(onnxc_vf v, onnxc_vf l, onnxc_vf h)
+{
 #if defined(ONNXC_DW_FLAT) && ONNXC_SGEMM_VL == 16
-    return (onnxc_vf)_mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), (__m512)v));
+    return (onnxc_vf)_mm512_min_ps((__m512)h, _mm512_max_ps((__m512)l, (__m512)v));
 #else
     typedef int32_t onnxc__pwvi __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
-    const onnxc_vf l = onnxc_dw_splat(lo), h = onnxc_dw_splat(hi);
     onnxc__pwvi m = l > v;
     v = (onnxc_vf)(((onnxc__pwvi)l & m) | ((onnxc__pwvi)v & ~m));
     m = h < v;
@@ -81,12 +90,15 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
             }
         }
     }
-    for (int r = 0; r < rows; ++r)
+    onnxc_vf lo, hi;
+    onnxc__pw_bounds(clamp, &lo, &hi);
+    /* unrolled (rows <= MR): a loop over `rows` indexes acc at run time, which spills it */
+    _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) if (r < rows)
         _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) {
             onnxc_vf o = acc[r][v];
             if (z)
                 o += onnxc__vload(z + r * ldz + v * ONNXC_SGEMM_VL);
-            onnxc__vstore(y + r * ldy + v * ONNXC_SGEMM_VL, onnxc__pw_clamp(o, clamp));
+            onnxc__vstore(y + r * ldy + v * ONNXC_SGEMM_VL, onnxc__pw_clamp(o, lo, hi));
         }
 #else
     float acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NR];

@@ -156,11 +156,21 @@ ONNXC_GEMM_INL void onnxc__store8(float *p, onnxc_v8f v, float alpha, float beta
 }
 #endif
 
+/* rows of the vector kernel's stored tile: 8 where the transposed store of a 6-row tile goes
+ * through 8 x 8 transposes */
+#if ONNXC_SGEMM_MR < 8 && ONNXC_SGEMM_NR % 8 == 0
+#define ONNXC__TAIL_ROWS 8
+#else
+#define ONNXC__TAIL_ROWS ONNXC_SGEMM_MR
+#endif
+
 /* Store a partial (mr x nr) or strided accumulator tile (row-major in acc, row stride NR) to C:
  * C = alpha*acc + beta*C, element (i, j) at c[i*rsc + j*csc]. Whole vectors where C's rows
  * (csc == 1) or, for tiles stored transposed (rsc == 1: Winograd, swapped orientations), its
- * columns of MR == 8 values are contiguous. */
-ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t rsc, int64_t csc,
+ * columns are contiguous (8 x 8 transposes, a 6-row tile padded to 8). Not inlined: GCC vectorises its strided loop with
+ * gathers and hoisted the gathers' constants out of the caller's K loop, where the two registers
+ * they held made it read one B vector from memory in every multiply-add. */
+ONNXC_GEMM_FN void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t rsc, int64_t csc,
                                             int mr, int nr, float alpha, float beta)
 {
 #if defined(ONNXC_GEMM_VEC)
@@ -187,6 +197,25 @@ ONNXC_GEMM_INL void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t 
                 onnxc_v8f v;
                 memcpy(&v, t + 8 * j, sizeof v);
                 onnxc__store8(c + (j0 + j) * csc, v, alpha, beta);
+            }
+        }
+        return;
+    }
+#endif
+#if ONNXC_SGEMM_MR < 8 && ONNXC_SGEMM_NR % 8 == 0
+    if (rsc == 1) {   /* acc has 8 rows (ONNXC__TAIL_ROWS), those past mr unused */
+        float t[64];
+        for (int j0 = 0; j0 < nr; j0 += 8) {
+            onnxc__transpose8x8(acc + j0, ONNXC_SGEMM_NR, t, 8);
+            for (int j = 0; j < 8 && j0 + j < nr; ++j) {
+                float *const p = c + (j0 + j) * csc;
+                const float *const v = t + 8 * j;
+                if (beta == 0.0f)
+                    for (int i = 0; i < mr; ++i)
+                        p[i] = alpha * v[i];
+                else
+                    for (int i = 0; i < mr; ++i)
+                        p[i] = alpha * v[i] + beta * p[i];
             }
         }
         return;
@@ -275,12 +304,13 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
                 onnxc__vstore(c + i * rsc + j * ONNXC_SGEMM_VL, acc[i][j]);
         return;
     }
-    float tmp[ONNXC_SGEMM_MR * ONNXC_SGEMM_NR];
+    float tmp[ONNXC__TAIL_ROWS * ONNXC_SGEMM_NR];
 #pragma GCC unroll 16
-    for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+    for (int i = 0; i < ONNXC__TAIL_ROWS; ++i)
 #pragma GCC unroll 4
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL, acc[i][j]);
+            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL,
+                          i < ONNXC_SGEMM_MR ? acc[i][j] : (onnxc_vf){0});
     onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
 }
 
@@ -330,8 +360,17 @@ ONNXC_GEMM_INL void onnxc__sgemm_pack(int64_t n, int64_t kc, const float *x, int
                                       float *restrict out, const int W)
 {
     if (n == W && ls == 1) { /* lines adjacent: copy W values per k */
-        for (int64_t k = 0; k < kc; ++k)
-            memcpy(out + k * W, x + k * ks, sizeof(float) * W);
+        /* at a constant width: a copy of W floats whose size GCC cannot see becomes `rep movs`,
+         * some 30 cycles for 6 floats (28% of a swapped 7x7 pointwise conv's time) */
+        if (W == ONNXC_SGEMM_MR)
+            for (int64_t k = 0; k < kc; ++k)
+                memcpy(out + k * ONNXC_SGEMM_MR, x + k * ks, sizeof(float) * ONNXC_SGEMM_MR);
+        else if (W == ONNXC_SGEMM_NR)
+            for (int64_t k = 0; k < kc; ++k)
+                memcpy(out + k * ONNXC_SGEMM_NR, x + k * ks, sizeof(float) * ONNXC_SGEMM_NR);
+        else
+            for (int64_t k = 0; k < kc; ++k)
+                memcpy(out + k * W, x + k * ks, sizeof(float) * W);
         return;
     }
     int64_t k0 = 0;
