@@ -143,6 +143,31 @@ ONNXC_GEMM_INL void onnxc__transpose8x8(const float *src, int64_t src_stride, fl
     }
 }
 
+/* dst[c*6 + r] = src[r*src_stride + c] for 6 rows of 8 floats: the 8 x 8 transpose with two zero
+ * rows, each column stored as its 6 floats */
+ONNXC_GEMM_INL void onnxc__transpose6x8(const float *src, int64_t src_stride, float *dst)
+{
+    onnxc_v8f r[8], t[8], u[8], o[8];
+    for (int i = 0; i < 6; ++i)
+        memcpy(&r[i], src + i * src_stride, sizeof r[i]);
+    r[6] = r[7] = (onnxc_v8f){0};
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = ONNXC__SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = ONNXC__SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; ++h) {
+            u[i + 2 * h] = ONNXC__SHUF(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[i + 2 * h + 1] = ONNXC__SHUF(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    for (int i = 0; i < 4; ++i) {
+        o[i] = ONNXC__SHUF(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        o[i + 4] = ONNXC__SHUF(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+    for (int c = 0; c < 8; ++c)
+        memcpy(dst + c * 6, &o[c], 6 * sizeof(float));
+}
+
 /* one 8-float row of a transposed tile: p[0..7] = alpha * v + beta * p (p not read when beta == 0) */
 ONNXC_GEMM_INL void onnxc__store8(float *p, onnxc_v8f v, float alpha, float beta)
 {
@@ -382,6 +407,14 @@ ONNXC_GEMM_INL void onnxc__sgemm_pack(int64_t n, int64_t kc, const float *x, int
                 onnxc__transpose8x8(x + l * ls + k, ls, out + k * W + l, W);
         k0 = k8;
     }
+#if ONNXC_SGEMM_MR == 6
+    if (n == 6 && ks == 1 && W == 6) {   /* AVX2's 6-row A panels: 6 x 8 transposes */
+        const int64_t k8 = kc / 8 * 8;
+        for (int64_t k = 0; k < k8; k += 8)
+            onnxc__transpose6x8(x + k, ls, out + k * 6);
+        k0 = k8;
+    }
+#endif
 #endif
     for (int64_t l = 0; l < W; ++l) {
         if (l < n) {
