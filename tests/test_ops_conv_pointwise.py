@@ -41,9 +41,9 @@ def model(n, c, hw, m, group=1, res=False, act=None, seed=0, strides=None):
     return mdl, inputs
 
 
-def pw_params(mdl):
+def pw_params(mdl, block=(8, 48)):
     """The pointwise kernel's parameters of the model's conv (None: another kernel took it)."""
-    c = compile_model(loader.load(mdl), Options(), gemm_block=(8, 48))
+    c = compile_model(loader.load(mdl), Options(), gemm_block=block)
     node = next(n for n in c.graph.nodes if n.op_type in ("Conv", "FusedConv"))
     return lookup(node).params(node).get("pw")
 
@@ -76,6 +76,23 @@ def test_thread_splits(case):
             with poisoned():     # an output element no thread writes fails
                 got = sess.run(None, feeds)[0]
             np.testing.assert_allclose(got, ref, **TOL)
+
+
+@pytest.mark.parametrize("c, m, res, act", [(160, 96, True, "Clip"), (96, 160, False, "Relu")])
+def test_7x7_padded_rows_on_avx2(c, m, res, act):
+    """49 pixels in a copy of 64 per row: taken with AVX2's 16-column tiles, left to the swapped
+    SGEMM with AVX-512's 48 (ops/conv.py pointwise_rows_ok); correct on whichever the host has."""
+    mdl, feeds = model(1, c, 7, m, 1, res, act, seed=c)
+    pw = pw_params(mdl, block=(6, 16))
+    assert pw is not None and pw["xpad"] == 64
+    assert pw_params(mdl) is None
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    for nt in (1, 2, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        with poisoned():
+            got = onnxc.InferenceSession(mdl.SerializeToString(), so).run(None, feeds)[0]
+        np.testing.assert_allclose(got, ref, **TOL)
 
 
 def test_clamp_keeps_nan():
