@@ -48,6 +48,15 @@ def pw_params(mdl, block=(8, 48)):
     return lookup(node).params(node).get("pw")
 
 
+def assert_at_1_to_3_threads(mdl, feeds, ref):
+    for nt in (1, 2, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        with poisoned():     # an output element no thread writes fails
+            got = onnxc.InferenceSession(mdl.SerializeToString(), so).run(None, feeds)[0]
+        np.testing.assert_allclose(got, ref, **TOL)
+
+
 # batch, channels, side, outputs, group, residual, activation
 CASES = [
     (1, 384, 14, 64, 1, True, None),        # by pixels, padded copy (196 pixels: 96 | 100)
@@ -87,12 +96,7 @@ def test_7x7_padded_rows_on_avx2(c, m, res, act):
     assert pw is not None and pw["xpad"] == 64
     assert pw_params(mdl) is None
     ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
-    for nt in (1, 2, 3):
-        so = onnxc.SessionOptions()
-        so.intra_op_num_threads = nt
-        with poisoned():
-            got = onnxc.InferenceSession(mdl.SerializeToString(), so).run(None, feeds)[0]
-        np.testing.assert_allclose(got, ref, **TOL)
+    assert_at_1_to_3_threads(mdl, feeds, ref)
 
 
 def test_clamp_keeps_nan():
@@ -137,9 +141,4 @@ def test_strided_1x1_on_a_gathered_copy(case):
     pw = pw_params(mdl)
     assert pw is not None and pw["sub"] == ([1] + strides)[-2:]
     ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
-    for nt in (1, 2, 3):
-        so = onnxc.SessionOptions()
-        so.intra_op_num_threads = nt
-        with poisoned():
-            got = onnxc.InferenceSession(mdl.SerializeToString(), so).run(None, feeds)[0]
-        np.testing.assert_allclose(got, ref, **TOL)
+    assert_at_1_to_3_threads(mdl, feeds, ref)
