@@ -18,6 +18,47 @@
 #define ONNXC_DW_FLAT 1
 #endif
 
+/* Stride-2 depthwise with 8-float vectors (templates/c/ops/_conv_dw_s2.c.j2): the input columns
+ * 2 ow + d of 8 outputs are the even lanes of two loads, those at a row's ends masked (AVX's
+ * vmaskmovps: masked lanes read as zero and never fault). */
+#if defined(ONNXC_GEMM_VEC) && ONNXC_SGEMM_VL == 8 && defined(__AVX__)
+#define ONNXC_DW_S2 1
+typedef int32_t onnxc_dw_mask __attribute__((vector_size(32)));
+
+/* lanes i with bit i of m set (m a constant: folds to one vector constant) */
+ONNXC_GEMM_INL onnxc_dw_mask onnxc__dw_mask(int m)
+{
+    return (onnxc_dw_mask){-(m & 1), -(m >> 1 & 1), -(m >> 2 & 1), -(m >> 3 & 1),
+                           -(m >> 4 & 1), -(m >> 5 & 1), -(m >> 6 & 1), -(m >> 7 & 1)};
+}
+
+ONNXC_GEMM_INL onnxc_vf onnxc__dw_loadm(const float *p, int m)
+{
+    if (m == 255)
+        return onnxc__vload(p);
+    if (m == 0)
+        return (onnxc_vf){0};
+    return __builtin_ia32_maskloadps256((const onnxc_vf *)p, onnxc__dw_mask(m));
+}
+
+ONNXC_GEMM_INL void onnxc__dw_storem(float *p, int m, onnxc_vf v)
+{
+    if (m == 255)
+        onnxc__vstore(p, v);
+    else
+        __builtin_ia32_maskstoreps256((onnxc_vf *)p, onnxc__dw_mask(m), v);
+}
+
+/* p[0], p[2], .. p[14]: lo / hi the lanes of p[0..7] / p[8..15] that may be read */
+ONNXC_GEMM_INL onnxc_vf onnxc__dw_even(const float *p, int lo, int hi)
+{
+    /* in-lane pairs (vshufps), then the 64-bit halves in order (vpermpd): two shuffles where
+     * the one two-source permute took two vpermd and a blend */
+    const onnxc_vf t = ONNXC__SHUF(onnxc__dw_loadm(p, lo), onnxc__dw_loadm(p + 8, hi), 0, 2, 8, 10, 4, 6, 12, 14);
+    return ONNXC__SHUF(t, t, 0, 1, 4, 5, 2, 3, 6, 7);
+}
+#endif
+
 #if defined(ONNXC_GEMM_VEC)
 #define ONNXC_DW_VL ONNXC_SGEMM_VL
 /* a in every lane: one broadcast. (`a - 0` is a for every a, -0 and NaN included, and folds
