@@ -18,11 +18,12 @@
 #define ONNXC_DW_FLAT 1
 #endif
 
-/* Stride-2 depthwise with 8-float vectors (templates/c/ops/_conv_dw_s2.c.j2): the input columns
- * 2 ow + d of 8 outputs are the even lanes of two loads, those at a row's ends masked (AVX's
- * vmaskmovps: masked lanes read as zero and never fault). */
+/* Depthwise at stride 1 or 2 with 8-float vectors straight from the input rows
+ * (templates/c/ops/_conv_dw_rows8.c.j2): a tap's inputs for 8 outputs are one load, or at stride 2
+ * the even lanes of two; those at a row's ends masked (AVX's vmaskmovps: masked lanes read as
+ * zero and never fault). */
 #if defined(ONNXC_GEMM_VEC) && ONNXC_SGEMM_VL == 8 && defined(__AVX__)
-#define ONNXC_DW_S2 1
+#define ONNXC_DW_ROWS8 1
 typedef int32_t onnxc_dw_mask __attribute__((vector_size(32)));
 
 /* lanes i with bit i of m set (m a constant: folds to one vector constant) */
@@ -41,12 +42,29 @@ ONNXC_GEMM_INL onnxc_vf onnxc__dw_loadm(const float *p, int m)
     return __builtin_ia32_maskloadps256((const onnxc_vf *)p, onnxc__dw_mask(m));
 }
 
+/* the first n lanes (m = 2^n - 1, a constant: the stores a copy of n floats compiles to; AMD's
+ * masked vector store is microcoded, ~10x a plain one) */
+typedef float onnxc__dw_v4f __attribute__((vector_size(16)));
 ONNXC_GEMM_INL void onnxc__dw_storem(float *p, int m, onnxc_vf v)
 {
-    if (m == 255)
+    if (m == 255) {
         onnxc__vstore(p, v);
-    else
-        __builtin_ia32_maskstoreps256((onnxc_vf *)p, onnxc__dw_mask(m), v);
+        return;
+    }
+    const int n = __builtin_ctz(~(unsigned)m);
+    onnxc__dw_v4f q = {v[0], v[1], v[2], v[3]};
+    if (n & 4) {
+        memcpy(p, &q, 4 * sizeof(float));
+        q = (onnxc__dw_v4f){v[4], v[5], v[6], v[7]};
+        p += 4;
+    }
+    if (n & 2) {
+        memcpy(p, &q, 2 * sizeof(float));
+        q = (onnxc__dw_v4f){q[2], q[3], q[2], q[3]};
+        p += 2;
+    }
+    if (n & 1)
+        memcpy(p, &q, sizeof(float));
 }
 
 /* p[0], p[2], .. p[14]: lo / hi the lanes of p[0..7] / p[8..15] that may be read */

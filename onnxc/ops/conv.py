@@ -64,7 +64,7 @@ DWF_MAX_POSITIONS = 64 * 64  # planes up to this run as one unrolled row of chun
 DWF_S2_MAX_OW = 64          # stride 2 from the input's rows up to this output width (registers)
 DWF_GROUP, DWF_GROUP_BYTES = 8, 32 << 10   # stride 2: channels split into phases at once (L1)
 DWF_MAX_LOADS = 2048         # chunks x taps: the loads unrolled per channel
-DWS2_VL = 8                  # depthwise_s2_even: AVX2 lanes
+DWR8_VL = 8                  # depthwise_rows8: AVX2 lanes
 DW_VL = 16                   # slack after the planes and the band: the widest vector
 STRIDED_MAX_C = 4            # onnxc_conv_strided.h: image-input convs (RGB: K = 27, 147), and deeper
 STRIDED_MAX_K = 160          # ones whose output rows fill its 16-float vector tiles (STRIDED_WIDE_*)
@@ -373,30 +373,32 @@ def depthwise_flat(g, ct_float: bool) -> dict | None:
     return out
 
 
-def depthwise_s2_even(g, ct_float: bool) -> dict | None:
-    """Depthwise at stride 2 with 8 outputs per vector (templates/c/ops/_conv_dw_s2.c.j2, AVX2),
-    or None. Tap kw of output column ow reads input column 2 ow + kw - PL: for 8 outputs, the
-    even lanes of two 8-float loads from the input row at 16 j + kw - PL, no copy of the plane.
-    Chunks at the row's ends load masked (only the columns inside the row: the padding reads as
-    zero); "edges" lists them with their per-tap (low, high) load masks, the others run in one
-    loop of whole loads."""
+def depthwise_rows8(g, ct_float: bool) -> dict | None:
+    """Depthwise at stride 1 or 2 with 8 outputs per vector straight from the input rows
+    (templates/c/ops/_conv_dw_rows8.c.j2, AVX2), or None. Tap (kh, kw) of output column ow reads
+    input column S ow + kw DW - PL of row S oh + kh DH - PT: for 8 outputs one load from column
+    8 S j + kw DW - PL at stride 1, at stride 2 the even lanes of two loads from there. Chunks at
+    the row's ends load masked (only the columns inside the row: the padding reads as zero);
+    "edges" lists them with their per-tap (low, high) load masks, the others run in one loop of
+    whole loads."""
     if not ct_float or g["I"][0] != 1 or g["KS"][0] != 1:
         return None
     (IH, IW), (OH, OW), (KH, KW) = g["I"][1:], g["O"][1:], g["KS"][1:]
-    if g["S"][1:] != [2, 2] or g["DL"][1:] != [1, 1] or KH * KW > 49 or OW < 1 or OH < 1:
+    (SH, SW), (DH, DW) = g["S"][1:], g["DL"][1:]
+    if SH != SW or SH not in (1, 2) or KH * KW > 49 or OW < 1 or OH < 1:
         return None
-    PT, PL = g["P"][1], g["P"][2]
-    nk = -(-OW // DWS2_VL)
-    full = (1 << DWS2_VL) - 1
+    PT, PL, VL = g["P"][1], g["P"][2], DWR8_VL
+    nk, full = -(-OW // VL), (1 << VL) - 1
 
     def bits(c0):   # lanes of the 8 floats from column c0 that lie inside the row
-        return sum(1 << i for i in range(DWS2_VL) if 0 <= c0 + i < IW)
+        return sum(1 << i for i in range(VL) if 0 <= c0 + i < IW)
 
     edges = []
     for j in range(nk):
-        masks = [(bits(2 * DWS2_VL * j + kw - PL), bits(2 * DWS2_VL * j + kw - PL + DWS2_VL)) for kw in range(KW)]
-        keep = (1 << min(DWS2_VL, OW - DWS2_VL * j)) - 1
-        if keep != full or any(m != (full, full) for m in masks):
+        c0 = [SW * VL * j + kw * DW - PL for kw in range(KW)]
+        masks = [(bits(c), bits(c + VL) if SW == 2 else 0) for c in c0]
+        keep = (1 << min(VL, OW - VL * j)) - 1
+        if keep != full or any(m != (full, full if SW == 2 else 0) for m in masks):
             edges.append({"j": j, "masks": masks, "keep": keep})
     masked = {e["j"] for e in edges}
     j0 = next((j for j in range(nk) if j not in masked), nk)   # the whole chunks: [j0, j1)
@@ -405,7 +407,8 @@ def depthwise_s2_even(g, ct_float: bool) -> dict | None:
         j1 += 1
     if any(j not in masked for j in range(j1, nk)):
         return None    # whole chunks not one run (a row narrower than its taps' reach)
-    return {"nk": nk, "j0": j0, "j1": j1, "edges": edges, "PT": PT, "PL": PL}
+    return {"S": SH, "nk": nk, "j0": j0, "j1": j1, "edges": edges,
+            "rows": [kh * DH - PT for kh in range(KH)], "cols": [kw * DW - PL for kw in range(KW)]}
 
 
 def _depthwise_stride2_rows(IH, IW, OW, KH, KW, PT, PL) -> dict:
@@ -604,7 +607,7 @@ class Conv(OpSpec):
         dwf = depthwise_flat(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if dwf:   # the scratch serves whichever kernel the ISA picks
             native = max(native, dwf["slots"] * dwf["slot_bytes"])
-        dws2 = depthwise_s2_even(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
+        dwr8 = depthwise_rows8(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
         if direct:   # per slot: the padded planes, then the wide output
             wpack, wpack_bytes, pre, slot_off, slots = False, 0, None, 0, CONV_SLOTS
             slot_bytes = _align(direct["xp_bytes"]) + _align(direct["yw_bytes"])
@@ -616,7 +619,7 @@ class Conv(OpSpec):
         return {**g, **lowp, "wpack": wpack, "nch": nch, "wpack_bytes": wpack_bytes, "col_bytes": col_bytes,
                 "prepacked": pre, "slots": slots, "slot_off": slot_off, "slot_bytes": slot_bytes,
                 "dw_lo": dw_lo,
-                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "dwf": dwf, "dws2": dws2, "pw": pw, "kind": kind,
+                "dw_hi": dw_hi, "dw_border": border, "dw_fast": dw_fast, "dw": dw, "dwf": dwf, "dwr8": dwr8, "pw": pw, "kind": kind,
                 "gemm": gemm_kernel(x.etype), "N": x.shape[0], "K": K,
                 "KSP": product(g["KS"]), "ISP": isp, "OSP": osp,
                 "has_bias": node.input(2) is not None, "direct": direct, **epilogue(node)}
