@@ -101,6 +101,13 @@ static inline __attribute__((always_inline)) onnxc__rv onnxc__rvload(const float
     memcpy(&v, p, sizeof v);
     return v;
 }
+/* R's vectors used by several rows, loaded once: GCC folds them into every row's multiply-add as
+ * memory operands (2 loads per FMA on a 2-row tile: load-bound) though registers are free */
+#if defined(__AVX__) && !defined(__AVX512F__)
+#define ONNXC__RNN_IN_REG(v) __asm__("" : "+x"(v))
+#else
+#define ONNXC__RNN_IN_REG(v) ((void)0)
+#endif
 /* out[r][c0 + q] for q < NV * VL of a block G * 16 wide: X added where the column's gate < XG */
 #define ONNXC__RNN_PART(G, MR, NV, KS, XG)                                                         \
     static inline __attribute__((always_inline)) void onnxc__rnn_p##G##_##MR(                 \
@@ -121,8 +128,11 @@ static inline __attribute__((always_inline)) onnxc__rv onnxc__rvload(const float
             _Pragma("GCC unroll 8") for (int s = 0; s < KS; ++s) {                             \
                 const float *b = Rb + (k + s) * (G * ONNXC_RNN_U) + c0;                        \
                 onnxc__rv bv[NV];                                                              \
-                _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v)                          \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) {                        \
                     bv[v] = onnxc__rvload(b + v * ONNXC__RNN_VL);                              \
+                    if (MR > 1)                                                                \
+                        ONNXC__RNN_IN_REG(bv[v]);                                              \
+                }                                                                              \
                 _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                         \
                     const float a = H[r][k + s];                                               \
                     _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) acc[s][r][v] += a * bv[v]; \
