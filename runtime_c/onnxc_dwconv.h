@@ -24,13 +24,11 @@
  * zero and never fault). */
 #if defined(ONNXC_GEMM_VEC) && ONNXC_SGEMM_VL == 8 && defined(__AVX__)
 #define ONNXC_DW_ROWS8 1
-typedef int32_t onnxc_dw_mask __attribute__((vector_size(32)));
-
 /* lanes i with bit i of m set (m a constant: folds to one vector constant) */
-ONNXC_GEMM_INL onnxc_dw_mask onnxc__dw_mask(int m)
+ONNXC_GEMM_INL onnxc_v8i onnxc__dw_mask(int m)
 {
-    return (onnxc_dw_mask){-(m & 1), -(m >> 1 & 1), -(m >> 2 & 1), -(m >> 3 & 1),
-                           -(m >> 4 & 1), -(m >> 5 & 1), -(m >> 6 & 1), -(m >> 7 & 1)};
+    return (onnxc_v8i){-(m & 1), -(m >> 1 & 1), -(m >> 2 & 1), -(m >> 3 & 1),
+                       -(m >> 4 & 1), -(m >> 5 & 1), -(m >> 6 & 1), -(m >> 7 & 1)};
 }
 
 ONNXC_GEMM_INL onnxc_vf onnxc__dw_loadm(const float *p, int m)
