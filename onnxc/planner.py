@@ -13,6 +13,8 @@
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -202,23 +204,86 @@ def _symbols(d: Dim) -> set:
 
 
 def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
+    if all(isinstance(b.size, int) for b in blocks):
+        return _place_concrete(blocks)
+    return _place_symbolic(blocks, hint)
+
+
+def _place_symbolic(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
+    """Greedy by size, lowest provably free offset first. A candidate that overlaps a live block at
+    the hint's values cannot be free for every value, so only candidates free at the hint (found
+    with the live blocks sorted by offset) get the symbolic test, and two numbers compare without
+    the algebra: testing every candidate against every live block symbolically was cubic (a
+    DenseNet-121 with a batch dim took over 20 minutes)."""
     order = sorted(blocks, key=lambda b: (-evaluate(b.size, hint), b.start, b.key))
     placed: list[Block] = []
+    ends: dict[int, tuple] = {}   # id(placed block) -> (end value at the hint, repr, end, offset value)
     top: Dim = 0      # the sizes placed so far, summed: every placed block ends at or below it
     for b in order:
         live = [p for p in placed if p.start <= b.end and b.start <= p.end]
-        cands = sorted({0, *[p.offset + p.size for p in live]}, key=lambda c: (evaluate(c, hint), repr(c)))
+        size_v = evaluate(b.size, hint)
+        lows = [ends[id(p)][3] for p in live]
+        spans = sorted(zip(lows, (ends[id(p)][0] for p in live)))
+        starts = [lo for lo, _ in spans]
+        reach = list(itertools.accumulate((hi for _, hi in spans), max))   # highest end so far
+        cands = {0: (0, "0", 0, 0)}
+        for p in live:
+            cands.setdefault(ends[id(p)][2], ends[id(p)])
         chosen = None
-        for c in cands:
-            if all(provably_le(c + b.size, p.offset) or provably_le(p.offset + p.size, c) for p in live):
+        for c_v, _, c, _ in sorted(cands.values(), key=lambda t: t[:2]):
+            k = bisect.bisect_left(starts, c_v + size_v)   # live blocks starting below its end
+            if k and reach[k - 1] > c_v:                   # one of them ends above its start
+                continue
+            if _free(c, c + b.size, c_v, c_v + size_v, live, lows, ends):
                 chosen = c
                 break
         if chosen is None:  # above every block it overlaps: valid for all symbol values
-            chosen = _above([p.offset + p.size for p in live], top)
+            chosen = _above([ends[id(p)][2] for p in live], top)
         b.offset = chosen
+        end = chosen + b.size
+        end_v = evaluate(end, hint)
+        ends[id(b)] = (end_v, repr(end), end, evaluate(chosen, hint))
         top = top + b.size
         placed.append(b)
-    return _above([b.offset + b.size for b in placed], top)
+    return _above([ends[id(b)][2] for b in placed], top)
+
+
+def _free(lo: Dim, hi: Dim, lo_v: int, hi_v: int, live: list[Block], lows: list[int], ends: dict) -> bool:
+    """[lo, hi) (lo_v, hi_v at the hint) provably below or above each live block. At the hint each
+    block lies on one side already (the caller checked): only that side can be provable, so only
+    it is tested."""
+    for p, p_lo_v in zip(live, lows):
+        p_hi_v, _, p_hi, _ = ends[id(p)]
+        if hi_v <= p_lo_v and _le(hi, p.offset):
+            continue
+        if p_hi_v <= lo_v and _le(p_hi, lo):
+            continue
+        return False
+    return True
+
+
+def _le(a: Dim, b: Dim) -> bool:
+    return a <= b if isinstance(a, int) and isinstance(b, int) else provably_le(a, b)
+
+
+def _place_concrete(blocks: list[Block]) -> int:
+    """_place's choice when every size is a number (no symbolic dims): the lowest offset free of
+    every block live at the same time, found by one sweep over those blocks sorted by offset
+    instead of testing each candidate against each of them symbolically (cubic: DenseNet-121's
+    1198 blocks took 19 minutes to place)."""
+    placed: list[Block] = []
+    arena = 0
+    for b in sorted(blocks, key=lambda b: (-b.size, b.start, b.key)):
+        off = 0
+        for lo, hi in sorted((p.offset, p.offset + p.size) for p in placed
+                             if p.start <= b.end and b.start <= p.end):
+            if off + b.size <= lo:      # fits below this block, and every later one starts above
+                break
+            off = max(off, hi)          # overlaps it (or lies below it): try just above it
+        b.offset = off
+        arena = max(arena, off + b.size)
+        placed.append(b)
+    return arena
 
 
 def _above(ends: list[Dim], top: Dim) -> Dim:
