@@ -18,7 +18,12 @@
  * runs judged by the second: the first wakes a team that slept through the one-thread runs and is
  * slower than the team's usual run. ONNXC_TUNE_SLOWER is 2: at
  * 1.1 ordinary noise (a run that starts while another runtime's workers still spin) switched shapes
- * that gain 1.7x from the team (mlp batch 32 at 2 threads: 192 us instead of 115). Kernels compute each output element the same
+ * that gain 1.7x from the team (mlp batch 32 at 2 threads: 192 us instead of 115). And when 6 of the
+ * last 8 full runs were slower than the one-thread estimate itself, the team does not pay whatever
+ * the cause (a worker that sleeps between regions: libgomp sometimes leaves one waking by futex at
+ * every region, 1.05-1.7x the one-thread time; a shape too small to split): one thread, probing the
+ * same way. A shape that gains 1.7x from its team needs 6 of 8 runs 1.7x slower to switch, which is a
+ * busy machine. Kernels compute each output element the same
  * way whatever the team, so results do not change (except the last bit of the two loss ops whose
  * double sums are OpenMP reductions).
  *
@@ -39,6 +44,8 @@
 #define ONNXC_TUNE_PROBE 128
 #define ONNXC_TUNE_WINDOW_SLOW 4   /* of the last 8 full runs: slower ones that switch to one thread */
 #define ONNXC_TUNE_SLOWER 2.0   /* only what a busy machine does to a team: noise must not switch */
+/* of the last 8 full runs: how many no faster than one thread switch (a team that does not pay) */
+#define ONNXC_TUNE_WINDOW_NO_GAIN 6
 #define ONNXC_TUNE_MAX_BACKOFF 4096
 #define ONNXC_TUNE_WAIT_RATIO 32.0   /* one-thread time before the next probe, in probe costs */
 
@@ -54,6 +61,7 @@ typedef struct {
     double waited;      /* one-thread mode: time of the one-thread runs since then */
     double probe_dt;    /* the time of a probe's first run */
     unsigned slow;      /* bit i: full run i runs ago slower than ONNXC_TUNE_SLOWER x t_one */
+    unsigned no_gain;   /* bit i: full run i runs ago slower than t_one */
     int one;            /* 1: runs take one thread */
     int warm;           /* one-thread mode: the first of a probe's two full runs is done */
     int busy;           /* held by a run (atomic) */
@@ -81,7 +89,7 @@ static inline onnxc_tune *onnxc_tune_acquire(onnxc_tune *slots, int64_t key)
         s->backoff = 16;
         s->full_since = 0;
         s->wait_cost = s->waited = s->probe_dt = 0;
-        s->slow = s->one = s->warm = 0;
+        s->slow = s->no_gain = s->one = s->warm = 0;
     }
     return s;
 }
@@ -124,7 +132,7 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
         s->warm = 0;
         if (dt < s->t_one) {
             s->one = 0;       /* the backoff resets when the full count holds a while */
-            s->slow = 0;
+            s->slow = s->no_gain = 0;
             s->full_since = s->runs;
             s->t_full = dt;
         } else {
@@ -134,9 +142,11 @@ static inline void onnxc_tune_record(onnxc_tune *s, int nt, int used, double dt)
     } else {
         s->t_full = s->t_full > 0 ? 0.75 * s->t_full + 0.25 * dt : dt;
         s->slow = ((s->slow << 1) | (s->t_one > 0 && dt > ONNXC_TUNE_SLOWER * s->t_one)) & 0xffu;
-        if (__builtin_popcount(s->slow) >= ONNXC_TUNE_WINDOW_SLOW) {   /* the median is slower */
+        s->no_gain = ((s->no_gain << 1) | (s->t_one > 0 && dt > s->t_one)) & 0xffu;
+        if (__builtin_popcount(s->slow) >= ONNXC_TUNE_WINDOW_SLOW          /* the median is slower */
+            || __builtin_popcount(s->no_gain) >= ONNXC_TUNE_WINDOW_NO_GAIN) {   /* most gain nothing */
             s->one = 1;
-            s->slow = 0;
+            s->slow = s->no_gain = 0;
             /* flapping (full again, soon slow again) backs off like a failed probe */
             s->backoff = s->runs - s->full_since >= 256 ? 16
                        : (s->backoff * 2 > ONNXC_TUNE_MAX_BACKOFF ? ONNXC_TUNE_MAX_BACKOFF : s->backoff * 2);

@@ -101,6 +101,26 @@ def test_half_slow_runs_switch(tmp_path):
     assert busy[:40].count("1") > 20 and busy.count("1") > 1900
 
 
+def test_team_that_does_not_pay_switches(tmp_path):
+    """Full-count runs a little slower than one thread (1.3 against 1.0: a worker that sleeps between
+    regions, a shape too small to split): under the busy rule's 2x, yet 6 of 8 such runs take the
+    run to one thread, probing back the same way."""
+    src = DRIVER.replace("step(1.0, 1.8)", "step(1.3, 1.0)")
+    first = _run_driver(tmp_path, src)[0]
+    assert first[:10] == "2221222222" and first[10] == "1"   # t_one from run 4, then 6 slower runs
+    assert first.count("1") > 0.9 * len(first)
+
+
+@pytest.mark.parametrize("full", ["0.9", "(i % 3 ? 0.6 : 1.2)"], ids=["small-gain", "noisy-gain"])
+def test_team_that_pays_stays(tmp_path, full):
+    """A team that gains only 10%, or gains 1.7x with every third run slower than one thread (noise):
+    the full count holds (one-thread runs only at the probes 4, 128, 256)."""
+    src = DRIVER.replace("for (int i = 0; i < 300; ++i) printf(\"%d\", step(1.0, 1.8));",
+                         f"for (int i = 0; i < 300; ++i) printf(\"%d\", step({full}, 1.0));")
+    quiet = _run_driver(tmp_path, src)[0]
+    assert [i + 1 for i, c in enumerate(quiet) if c == "1"] == [4, 128, 256]
+
+
 def test_same_outputs_at_any_count():
     """The adaptive count never changes results: a run at 2 threads equals one at 1."""
     from onnx import TensorProto as T, helper
