@@ -8,6 +8,7 @@ comparing coefficients. Expressions render to C (int64 arithmetic) and evaluate 
 """
 from __future__ import annotations
 
+import functools
 from typing import Mapping, Union
 
 Dim = Union[int, "Expr"]
@@ -16,11 +17,17 @@ Dim = Union[int, "Expr"]
 class Expr:
     """Polynomial: frozenset of (monomial, coefficient); a monomial is a sorted tuple of atoms."""
 
-    __slots__ = ("terms", "_hash")
+    __slots__ = ("terms", "_hash", "_minmax")
 
     def __init__(self, terms: Mapping[tuple, int]):
         self.terms = {m: c for m, c in terms.items() if c != 0}
         self._hash = hash(frozenset(self.terms.items()))
+        self._minmax = None     # has a max() or min() atom (computed when first asked)
+
+    def has_minmax(self) -> bool:
+        if self._minmax is None:
+            self._minmax = any(a[0] in ("max", "min") for m in self.terms for a in m)
+        return self._minmax
 
     # ---- construction ------------------------------------------------------------------
     @staticmethod
@@ -255,8 +262,52 @@ def product(dims) -> Dim:
 
 def provably_le(a: Dim, b: Dim) -> bool:
     """True when a <= b for every non-negative value of every atom."""
-    diff = Expr.lift(b - a if isinstance(b, int) and isinstance(a, int) else Expr.lift(b) - a)
-    return _nonneg(diff, 4)
+    if isinstance(a, int) and isinstance(b, int):
+        return a <= b
+    at = a.terms if isinstance(a, Expr) else {(): a}
+    bt = b.terms if isinstance(b, Expr) else {(): b}
+    if all(bt.get(m, 0) >= c for m, c in at.items()) and all(c >= 0 or m in at for m, c in bt.items()):
+        return True             # every coefficient of b - a is non-negative
+    if not (isinstance(a, Expr) and a.has_minmax()) and not (isinstance(b, Expr) and b.has_minmax()):
+        return False            # no max / min atom to substitute: _nonneg's answer too
+    return _provably_le(a, b)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _provably_le(a: Dim, b: Dim) -> bool:
+    diff = Expr.lift(Expr.lift(b) - a)
+    if all(c >= 0 for c in diff.terms.values()):
+        return True
+    if not any(atom[0] in ("max", "min") for atom in diff.atoms()):
+        return False          # what _nonneg would answer, without its substitutions
+    return not _refuted(a, b) and _nonneg(diff, 4)
+
+
+_SAMPLE = 1009   # every symbol's value in _refuted's sample
+
+
+def _refuted(a: Dim, b: Dim) -> bool:
+    """a > b at one sample of the symbols where every atom is non-negative: then no proof exists
+    (a proof holds for all such values), and _nonneg's substitutions of max / min atoms, which
+    multiply polynomials, are skipped (the memory planner of a 24-layer BERT with batch and
+    sequence dims: 40 s -> 2 s, with the cache above)."""
+    env = dict.fromkeys(symbols_of(a) | symbols_of(b), _SAMPLE)
+    try:
+        if not (_atoms_nonneg(a, env) and _atoms_nonneg(b, env)):
+            return False
+        return _dim_eval(a, env) > _dim_eval(b, env)
+    except (ArithmeticError, ValueError, KeyError):
+        return False
+
+
+def _atoms_nonneg(d: Dim, env: Mapping[str, int]) -> bool:
+    if isinstance(d, int):
+        return True
+    for atom in d.atoms():
+        if atom[0] != "sym" and (_atom_eval(atom, env) < 0
+                                 or not all(_atoms_nonneg(x, env) for x in atom[1:])):
+            return False
+    return True
 
 
 def _nonneg(e: Expr, depth: int) -> bool:

@@ -219,3 +219,14 @@ def test_symbolic_placement_follows_the_rule(seed):
     arena_b = _reference_place(b, hint)
     assert [repr(x.offset) for x in a] == [repr(x.offset) for x in b]
     assert repr(arena_a) == repr(arena_b)
+
+
+def test_sample_refutation_keeps_the_algebra_answers():
+    """provably_le first evaluates both sides at one sample (every symbol 1009) to refute cheaply.
+    That may only refute where every atom is non-negative at the sample: the algebra treats atoms
+    as non-negative values, and its answers must not change."""
+    from onnxc.symbolic import floordiv, provably_le
+    n = sym("N")
+    assert provably_le(0, floordiv(n - 2000, 3))        # the atom is -331 at the sample: not refuted
+    assert not provably_le(n, 5) and provably_le(n, n + 1) and not provably_le(2 * n, n + 1)
+    assert provably_le(n * 64, n * 64 + 128) and not provably_le(n * 64 + 128, n * 64)
