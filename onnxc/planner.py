@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from .dynamic import on_heap, run_bounds
 from .ir import Graph, Node, Value
@@ -209,6 +209,15 @@ def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     return _place_symbolic(blocks, hint)
 
 
+class _Placed(NamedTuple):
+    """A placed block's end (its value at the hint, its repr to order ties, the Dim) and the value
+    of its offset at the hint."""
+    hi_v: int
+    hi_repr: str
+    hi: Dim
+    lo_v: int
+
+
 def _place_symbolic(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     """Greedy by size, lowest provably free offset first. A candidate that overlaps a live block at
     the hint's values cannot be free for every value, so only candidates free at the hint (found
@@ -217,20 +226,20 @@ def _place_symbolic(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     DenseNet-121 with a batch dim took over 20 minutes)."""
     order = sorted(blocks, key=lambda b: (-evaluate(b.size, hint), b.start, b.key))
     placed: list[Block] = []
-    ends: dict[int, tuple] = {}   # id(placed block) -> (end value at the hint, repr, end, offset value)
+    ends: dict[int, _Placed] = {}   # id(placed block) -> its offset and end
     top: Dim = 0      # the sizes placed so far, summed: every placed block ends at or below it
     for b in order:
         live = [p for p in placed if p.start <= b.end and b.start <= p.end]
         size_v = evaluate(b.size, hint)
-        lows = [ends[id(p)][3] for p in live]
-        spans = sorted(zip(lows, (ends[id(p)][0] for p in live)))
+        lows = [ends[id(p)].lo_v for p in live]
+        spans = sorted(zip(lows, (ends[id(p)].hi_v for p in live)))
         starts = [lo for lo, _ in spans]
         reach = list(itertools.accumulate((hi for _, hi in spans), max))   # highest end so far
-        cands = {0: (0, "0", 0, 0)}
+        cands = {0: _Placed(0, "0", 0, 0)}
         for p in live:
-            cands.setdefault(ends[id(p)][2], ends[id(p)])
+            cands.setdefault(ends[id(p)].hi, ends[id(p)])
         chosen = None
-        for c_v, _, c, _ in sorted(cands.values(), key=lambda t: t[:2]):
+        for c_v, _, c, _ in sorted(cands.values(), key=lambda t: (t.hi_v, t.hi_repr)):
             k = bisect.bisect_left(starts, c_v + size_v)   # live blocks starting below its end
             if k and reach[k - 1] > c_v:                   # one of them ends above its start
                 continue
@@ -238,14 +247,14 @@ def _place_symbolic(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
                 chosen = c
                 break
         if chosen is None:  # above every block it overlaps: valid for all symbol values
-            chosen = _above([ends[id(p)][2] for p in live], top)
+            chosen = _above([ends[id(p)].hi for p in live], top)
         b.offset = chosen
         end = chosen + b.size
         end_v = evaluate(end, hint)
-        ends[id(b)] = (end_v, repr(end), end, evaluate(chosen, hint))
+        ends[id(b)] = _Placed(end_v, repr(end), end, evaluate(chosen, hint))
         top = top + b.size
         placed.append(b)
-    return _above([ends[id(b)][2] for b in placed], top)
+    return _above([ends[id(b)].hi for b in placed], top)
 
 
 def _free(lo: Dim, hi: Dim, lo_v: int, hi_v: int, live: list[Block], lows: list[int], ends: dict) -> bool:
@@ -253,17 +262,13 @@ def _free(lo: Dim, hi: Dim, lo_v: int, hi_v: int, live: list[Block], lows: list[
     block lies on one side already (the caller checked): only that side can be provable, so only
     it is tested."""
     for p, p_lo_v in zip(live, lows):
-        p_hi_v, _, p_hi, _ = ends[id(p)]
-        if hi_v <= p_lo_v and _le(hi, p.offset):
+        p_hi_v, p_hi = ends[id(p)].hi_v, ends[id(p)].hi
+        if hi_v <= p_lo_v and provably_le(hi, p.offset):
             continue
-        if p_hi_v <= lo_v and _le(p_hi, lo):
+        if p_hi_v <= lo_v and provably_le(p_hi, lo):
             continue
         return False
     return True
-
-
-def _le(a: Dim, b: Dim) -> bool:
-    return a <= b if isinstance(a, int) and isinstance(b, int) else provably_le(a, b)
 
 
 def _place_concrete(blocks: list[Block]) -> int:
