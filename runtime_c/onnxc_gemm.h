@@ -280,6 +280,65 @@ ONNXC_GEMM_FN void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t r
         }                                                                                      \
     } while (0)
 
+/* The n vectors v[0..n-1] materialised in registers: GCC otherwise folds each load into every
+ * multiply-add that uses it, and a thin tile's loop then issues more loads than multiply-adds. */
+#if defined(__x86_64__) || defined(__i386__)
+#define ONNXC__PIN(v, n) _Pragma("GCC unroll 4") for (int p_ = 0; p_ < (n); ++p_) __asm__("" : "+x"((v)[p_]))
+#elif defined(__aarch64__)
+#define ONNXC__PIN(v, n) _Pragma("GCC unroll 4") for (int p_ = 0; p_ < (n); ++p_) __asm__("" : "+w"((v)[p_]))
+#else
+#define ONNXC__PIN(v, n) ((void)0)
+#endif
+
+/* ONNXC__SGEMM_KLOOP for thin tiles (few rows, or one vector of columns): their MRU x NVU
+ * accumulators are too few to hide the multiply-add's latency (4 cycles, 2 per cycle: 8 chains
+ * needed), so KS consecutive depths go to KS accumulator sets, summed at the end (a 2-row tail
+ * of the 6 x 16 AVX2 tile ran at the cost of 4 rows: 11 % of an MLP's time at batch 32). */
+#define ONNXC__SGEMM_KLOOP_KS(MRU, NVU, KS)                                                     \
+    do {                                                                                       \
+        onnxc_vf part[(KS) > 1 ? (KS) - 1 : 1][MRU][NVU];                                      \
+        _Pragma("GCC unroll 4") for (int s = 0; s < (KS) - 1; ++s)                             \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i)                               \
+        _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                                \
+            part[s][i][j] = (onnxc_vf){0};                                                     \
+        const float *ap = a, *bp = b;                                                          \
+        int64_t k = 0;                                                                         \
+        for (; k + (KS) <= kc; k += (KS)) {                                                    \
+            _Pragma("GCC unroll 4") for (int s = 0; s < (KS); ++s) {                           \
+                onnxc_vf bv[NVU];                                                              \
+                _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                        \
+                    bv[j] = onnxc__vload(bp + s * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL);        \
+                ONNXC__PIN(bv, NVU);                                                           \
+                _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i) {                     \
+                    const float av = ap[s * ONNXC_SGEMM_MR + i];                               \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j) {                  \
+                        if (s == 0)                                                            \
+                            acc[i][j] += av * bv[j];                                           \
+                        else                                                                   \
+                            part[s > 0 ? s - 1 : 0][i][j] += av * bv[j];                       \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            ap += (KS) * ONNXC_SGEMM_MR;                                                       \
+            bp += (KS) * ONNXC_SGEMM_NR;                                                       \
+        }                                                                                      \
+        for (; k < kc; ++k) {                                                                  \
+            _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i)                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                            \
+                acc[i][j] += ap[i] * onnxc__vload(bp + j * ONNXC_SGEMM_VL);                    \
+            ap += ONNXC_SGEMM_MR;                                                              \
+            bp += ONNXC_SGEMM_NR;                                                              \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int s = 0; s < (KS) - 1; ++s)                             \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (MRU); ++i)                               \
+        _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                                \
+            acc[i][j] += part[s][i][j];                                                        \
+    } while (0)
+
+/* A tile of MRU rows x NVU vectors: depth split into enough sets for 8 accumulators */
+#define ONNXC__SGEMM_KS(MRU, NVU) ((MRU) * (NVU) >= 8 ? 1 : (MRU) * (NVU) >= 4 ? 2 : 4)
+#define ONNXC__SGEMM_KLOOP_THIN(MRU, NVU) ONNXC__SGEMM_KLOOP_KS(MRU, NVU, ONNXC__SGEMM_KS(MRU, NVU))
+
 /* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
  * element (i, j) of C at c[i*rsc + j*csc]. (Starting from C when beta == 1 measured slower: the
  * first multiply-adds wait for C.) */
@@ -298,11 +357,13 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
     if (pf && mr == ONNXC_SGEMM_MR && nvu == ONNXC_SGEMM_NV)
         ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV, pf);
     else if (mr <= MR4)
-        ONNXC__SGEMM_KLOOP(MR4, ONNXC_SGEMM_NV, 0);
+        ONNXC__SGEMM_KLOOP_THIN(MR4, ONNXC_SGEMM_NV);
     else if (mr <= MR2)
-        ONNXC__SGEMM_KLOOP(MR2, ONNXC_SGEMM_NV, 0);
+        ONNXC__SGEMM_KLOOP_THIN(MR2, ONNXC_SGEMM_NV);
+    else if (mr <= ONNXC_SGEMM_MR - 2 && nvu == ONNXC_SGEMM_NV)
+        ONNXC__SGEMM_KLOOP_THIN(ONNXC_SGEMM_MR - 2, ONNXC_SGEMM_NV);
     else if (nvu == 1)
-        ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 1, 0);
+        ONNXC__SGEMM_KLOOP_THIN(ONNXC_SGEMM_MR, 1);
 #if ONNXC_SGEMM_NV == 3
     else if (nvu == 2)
         ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, 2, 0);
