@@ -353,6 +353,11 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
             acc[i][j] = (onnxc_vf){0};
     const int nvu = (nr + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL;
+    if (csc == 1)   /* the tile's rows of C, on their way while the products run (L3 or memory) */
+        for (int i = 0; i < mr; ++i) {
+            __builtin_prefetch(c + i * rsc, 1, 3);
+            __builtin_prefetch(c + i * rsc + nr - 1, 1, 3);
+        }
     enum { MR2 = ONNXC_SGEMM_MR / 2, MR4 = ONNXC_SGEMM_MR / 4 };
     if (pf && mr == ONNXC_SGEMM_MR && nvu == ONNXC_SGEMM_NV)
         ONNXC__SGEMM_KLOOP(ONNXC_SGEMM_MR, ONNXC_SGEMM_NV, pf);
@@ -489,6 +494,33 @@ ONNXC_GEMM_INL void onnxc__sgemm_pack(int64_t n, int64_t kc, const float *x, int
     }
 }
 
+/* Panels of B for the columns 0..ncols-1 (element (k, j) at x[k*ks + j]: columns contiguous),
+ * each NR wide and kc deep, one after another (panel p at out + p*kc*NR): row by row across
+ * all of them, so each row of B is read as one run. */
+#ifndef ONNXC_SGEMM_BGROUP
+#define ONNXC_SGEMM_BGROUP 8     /* panels packed together (a run of 8 * NR floats per row) */
+#endif
+ONNXC_GEMM_INL void onnxc__sgemm_pack_bcols(int64_t ncols, int64_t kc, const float *x, int64_t ks,
+                                            float *restrict out)
+{
+    const int64_t full = ncols / ONNXC_SGEMM_NR;
+    for (int64_t k = 0; k < kc; ++k)
+        for (int64_t p = 0; p < full; ++p) {
+#if defined(ONNXC_GEMM_VEC)
+#pragma GCC unroll 4
+            for (int v = 0; v < ONNXC_SGEMM_NV; ++v)
+                onnxc__vstore(out + (p * kc + k) * ONNXC_SGEMM_NR + v * ONNXC_SGEMM_VL,
+                              onnxc__vload(x + k * ks + p * ONNXC_SGEMM_NR + v * ONNXC_SGEMM_VL));
+#else
+            memcpy(out + (p * kc + k) * ONNXC_SGEMM_NR, x + k * ks + p * ONNXC_SGEMM_NR,
+                   sizeof(float) * ONNXC_SGEMM_NR);
+#endif
+        }
+    if (ncols > full * ONNXC_SGEMM_NR)
+        onnxc__sgemm_pack(ncols - full * ONNXC_SGEMM_NR, kc, x + full * ONNXC_SGEMM_NR, 1, ks,
+                          out + full * kc * ONNXC_SGEMM_NR, ONNXC_SGEMM_NR);
+}
+
 #include "onnxc_gemm_small.h"   /* matrix-vector and few-row products */
 
 /* ---- SGEMM --------------------------------------------------------------------------------- */
@@ -530,7 +562,11 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
                 const int64_t nc = onnxc__gmin(ONNXC_SGEMM_NC, N - jc);
                 const int64_t npb = (nc + ONNXC_SGEMM_NR - 1) / ONNXC_SGEMM_NR;
                 const int64_t npa_now = jc == 0 && !Apre ? npa : 0;   /* the A chunk is packed once */
-                const int64_t npb_now = Bpre ? 0 : npb;
+                /* B's panels packed in groups when its columns are contiguous (a row of the
+                 * group at once: packing one panel at a time read 64 bytes per row of B, a new
+                 * page each) */
+                const int64_t bgroup = bcs == 1 ? ONNXC_SGEMM_BGROUP : 1;
+                const int64_t npb_now = Bpre ? 0 : (npb + bgroup - 1) / bgroup;
                 const float *const Ab = Apre ? Apre + pc * onnxc__roundup(M, ONNXC_SGEMM_MR) + ic0 * kc : Ap;
                 const float *const Bb = Bpre ? Bpre + pc * onnxc__roundup(N, ONNXC_SGEMM_NR) + jc * kc : Bp;
                 /* more column groups than 1 when threads outnumber row blocks */
@@ -545,6 +581,10 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
                         onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, mch - i), kc,
                                           A + (ic0 + i) * ars + pc * acs, ars, acs, Ap + i * kc,
                                           ONNXC_SGEMM_MR);
+                    } else if (bgroup > 1) {
+                        const int64_t j = (t - npa_now) * bgroup * ONNXC_SGEMM_NR;
+                        onnxc__sgemm_pack_bcols(onnxc__gmin(bgroup * ONNXC_SGEMM_NR, nc - j), kc,
+                                                B + pc * brs + jc + j, brs, Bp + j * kc);
                     } else {
                         const int64_t j = (t - npa_now) * ONNXC_SGEMM_NR;
                         onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_NR, nc - j), kc,
