@@ -231,13 +231,14 @@ def _place_symbolic(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     for b in order:
         live = [p for p in placed if p.start <= b.end and b.start <= p.end]
         size_v = evaluate(b.size, hint)
-        lows = [ends[id(p)].lo_v for p in live]
-        spans = sorted(zip(lows, (ends[id(p)].hi_v for p in live)))
+        facts = [ends[id(p)] for p in live]
+        lows = [f.lo_v for f in facts]
+        spans = sorted((f.lo_v, f.hi_v) for f in facts)
         starts = [lo for lo, _ in spans]
         reach = list(itertools.accumulate((hi for _, hi in spans), max))   # highest end so far
         cands = {0: _Placed(0, "0", 0, 0)}
-        for p in live:
-            cands.setdefault(ends[id(p)].hi, ends[id(p)])
+        for f in facts:
+            cands.setdefault(f.hi, f)
         chosen = None
         for c_v, _, c, _ in sorted(cands.values(), key=lambda t: (t.hi_v, t.hi_repr)):
             k = bisect.bisect_left(starts, c_v + size_v)   # live blocks starting below its end
@@ -262,7 +263,8 @@ def _free(lo: Dim, hi: Dim, lo_v: int, hi_v: int, live: list[Block], lows: list[
     block lies on one side already (the caller checked): only that side can be provable, so only
     it is tested."""
     for p, p_lo_v in zip(live, lows):
-        p_hi_v, p_hi = ends[id(p)].hi_v, ends[id(p)].hi
+        placed_p = ends[id(p)]
+        p_hi_v, p_hi = placed_p.hi_v, placed_p.hi
         if hi_v <= p_lo_v and provably_le(hi, p.offset):
             continue
         if p_hi_v <= lo_v and provably_le(p_hi, lo):
