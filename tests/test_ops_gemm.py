@@ -476,15 +476,39 @@ def test_gemm_strips_symbolic_batch():
 
 
 def test_gemv_strips_layout():
-    from onnxc.passes.prepack import GEMV_PAD, GEMV_SW, gemv_strips
+    from onnxc.passes.prepack import GEMV_PAD, gemv_strips
     text = (ROOT / "runtime_c" / "onnxc_gemv.h").read_text()
-    assert f"#define ONNXC_GEMV_SW {GEMV_SW} " in text and f"#define ONNXC_GEMV_PAD {GEMV_PAD} " in text
+    assert f"#define ONNXC_GEMV_PAD {GEMV_PAD} " in text
     b = np.arange(3 * 150, dtype=np.float32).reshape(3, 150)
     s = gemv_strips(b)
     assert s.size == 3 * 160
     assert (s[:3 * 128].reshape(3, 128) == b[:, :128]).all()
     tail = s[3 * 128:].reshape(3, 32)
     assert (tail[:, :22] == b[:, 128:]).all() and (tail[:, 22:] == 0).all()
+    s = gemv_strips(b, 64)                          # 64, 64, then the padded 32-wide rest
+    assert s.size == 3 * 160
+    assert (s[:3 * 64].reshape(3, 64) == b[:, :64]).all()
+    assert (s[3 * 64:6 * 64].reshape(3, 64) == b[:, 64:128]).all()
+    assert (s[6 * 64:].reshape(3, 32)[:, :22] == b[:, 128:]).all()
+    for bad in (0, 24, -16):
+        with pytest.raises(ValueError, match="strip width"):
+            gemv_strips(b, bad)
+
+
+def test_gemv_strip_width_is_the_builds_tile():
+    """The strip width asked of the compiler: 8 vectors of the build's ISA (64 floats with AVX2),
+    128 for the portable C."""
+    from onnxc import build
+    from onnxc.passes.prepack import _kernel_macros, gemv_strip_width
+    tc = build.toolchain()
+    sw = gemv_strip_width(tc.cc, tc.flags)
+    assert sw in (32, 64, 128)
+    assert _kernel_macros(tc.cc, tc.flags)["ONNXC_GEMV_TILE_W"] == sw
+    plain = tuple(f for f in tc.flags if not f.startswith(("-march", "-mtune"))) + ("-DONNXC_GEMM_PLAIN_C",)
+    assert gemv_strip_width(tc.cc, plain) == 128
+    cpu = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if "-march=native" in tc.flags and " avx2" in cpu and " avx512f" not in cpu:
+        assert sw == 64
 
 
 def _compile_isa(src, name, flags, tmp_path):
@@ -512,14 +536,14 @@ static float *rd(FILE *f, int64_t n) { float *p = malloc(sizeof(float) * (n + 1)
 int main(int argc, char **argv)
 {
     FILE *f = fopen(argv[1], "rb");
-    int64_t h[4];
+    int64_t h[5];
     float ab[2];
     if (fread(h, sizeof h, 1, f) != 1 || fread(ab, sizeof ab, 1, f) != 1) return 2;
     const int64_t M = h[0], N = h[1], K = h[2];
     float *A = rd(f, M * K), *Bs = rd(f, ONNXC_GEMV_STRIPS_FLOATS(N, K)), *B = rd(f, K * N);
     float *C = rd(f, M * N), *C2 = malloc(sizeof(float) * (M * N + 1));
     memcpy(C2, C, sizeof(float) * M * N);
-    onnxc_sgemv_strips(M, N, K, ab[0], A, K, Bs, ab[1], C, N, (int)h[3]);
+    onnxc_sgemv_strips(M, N, K, ab[0], A, K, Bs, h[4], ab[1], C, N, (int)h[3]);
     onnxc_sgemv_kn(M, N, K, ab[0], A, K, B, N, N, ab[1], C2, N, (int)h[3]);
     FILE *o = fopen(argv[2], "wb");
     fwrite(C, sizeof(float), M * N, o);
@@ -534,19 +558,24 @@ int main(int argc, char **argv)
                                    ["-DONNXC_GEMM_PLAIN_C"]])
 def test_gemv_kernels_every_isa(flags, tmp_path):
     """onnxc_sgemv_strips / onnxc_sgemv_kn with every vector width (AVX-512, SSE, AVX2, plain
-    C): tails of every size, row groups, alpha/beta (beta = 0 over NaN), K = 0, 2 threads."""
+    C): tails of every size, row groups, alpha/beta (beta = 0 over NaN), K = 0, 2 threads; strips
+    of the build's tile width and of widths narrower and wider than every tile."""
     import subprocess
-    from onnxc.passes.prepack import gemv_strips
-    _compile_isa(GEMV_TEST_C, "g", flags, tmp_path)
-    for M, N, K, alpha, beta, nt in [(1, 512, 784, 1.0, 0.0, 1), (7, 130, 33, 0.5, 1.5, 1), (13, 17, 5, 1.0, 1.0, 2),
-                                     (6, 1, 1, 2.0, 0.0, 1), (3, 40, 0, 1.0, 0.5, 1), (4, 1100, 1024, 1.0, 1.0, 2),
-                                     (1, 255, 129, -1.0, 0.0, 1), (12, 64, 48, 1.0, 0.0, 1)]:
+    from onnxc.passes.prepack import gemv_strip_width, gemv_strips
+    cc, used = _compile_isa(GEMV_TEST_C, "g", flags, tmp_path)
+    tile = gemv_strip_width(cc, tuple(used))
+    for n, (M, N, K, alpha, beta, nt) in enumerate([
+            (1, 512, 784, 1.0, 0.0, 1), (7, 130, 33, 0.5, 1.5, 1), (13, 17, 5, 1.0, 1.0, 2),
+            (6, 1, 1, 2.0, 0.0, 1), (3, 40, 0, 1.0, 0.5, 1), (4, 1100, 1024, 1.0, 1.0, 2),
+            (1, 255, 129, -1.0, 0.0, 1), (12, 64, 48, 1.0, 0.0, 1), (1, 200, 70, 1.0, 0.0, 2),
+            (2, 300, 9, 1.0, 1.0, 1)]):
+        sw = (tile, 16, 256)[n % 3]
         a, b, c = rand((M, K)), rand((K, N)), rand((M, N))
         if beta == 0.0:
             c[:] = np.nan
         with open(tmp_path / "in.bin", "wb") as fh:
-            fh.write(np.array([M, N, K, nt], np.int64).tobytes() + np.array([alpha, beta], np.float32).tobytes())
-            for arr in (a, gemv_strips(b), b, c):
+            fh.write(np.array([M, N, K, nt, sw], np.int64).tobytes() + np.array([alpha, beta], np.float32).tobytes())
+            for arr in (a, gemv_strips(b, sw), b, c):
                 fh.write(np.ascontiguousarray(arr, np.float32).tobytes())
         run = subprocess.run([str(tmp_path / "g"), "in.bin", "out.bin"], cwd=tmp_path, capture_output=True, timeout=120)
         assert run.returncode == 0, run.stderr

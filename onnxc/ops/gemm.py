@@ -192,7 +192,7 @@ class Gemm(OpSpec):
         if not pre.get("gemv"):
             return {"gemv": False, "gemv_only": False}
         from ..passes.prepack import GEMV_MAX_M
-        return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": GEMV_MAX_M}
+        return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": GEMV_MAX_M, "gemv_sw": pre["sw"]}
 
     def lowp(self, node) -> dict:
         """float16/bfloat16: float copies of A and B and the float result, after the SGEMM work."""

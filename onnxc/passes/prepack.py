@@ -8,13 +8,16 @@ onnxc_gemm.h with the build's flags. Only a library built here knows its flags, 
 build_library prepacks (emitted firmware C never does); the generated C checks the block at
 compile time (#error on a mismatch, never a silently wrong product).
 
-Batch-1 layers (onnxc_gemv.h, no ISA dependence, so done whatever the block): a float Gemm
-with constant B and few rows gets op(B) (K x N) as column strips (input 4, `_prepacked` =
-{"gemv": 1}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W as gate-interleaved
-SGEMM panels and R in blocks of hidden units with their gates side by side, per direction (inputs 8
-and 9, `_prepacked_rnn`; layouts in passes/prepack_rnn.py). Strip layout (gemv_strips): columns padded with
-zeros to a multiple of GEMV_PAD, cut into strips of GEMV_SW columns, each strip's K rows
-stored contiguously, strip s at float offset s * GEMV_SW * K.
+Batch-1 layers (onnxc_gemv.h, any ISA reads any strip width, so done whatever the block): a float
+Gemm with constant B and few rows gets op(B) (K x N) as column strips (input 4, `_prepacked` =
+{"gemv": 1, "sw": width}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W as
+gate-interleaved SGEMM panels and R in blocks of hidden units with their gates side by side, per
+direction (inputs 8 and 9, `_prepacked_rnn`; layouts in passes/prepack_rnn.py). Strip layout
+(gemv_strips): columns padded with zeros to a multiple of GEMV_PAD, cut into strips of sw columns,
+each strip's K rows stored contiguously, strip s at float offset s * sw * K. The width is the build's
+widest 1-row tile (ONNXC_GEMV_TILE_W, gemv_strip_width()): a batch-1 product then streams the
+operand front to back. The C takes the width as an argument, so a width that is not the tile's
+is slower, never wrong.
 
 Layout (onnxc__sgemm_prepack): R lines (the M rows of W, or with `swapped` the same rows as
 NR-wide column panels) padded to Rp = roundup(R, P) with zeros, for each depth block pc of KC:
@@ -23,6 +26,7 @@ panels of P lines, each stored k-major (kc groups of P values) at pc * Rp + p * 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import subprocess
 
@@ -32,29 +36,48 @@ from ..ir import Graph, Value
 from ..ops.gemm import SGEMM_KC
 
 ALIGN = 64
-GEMV_SW = 128      # mirrors ONNXC_GEMV_SW / ONNXC_GEMV_PAD in runtime_c/onnxc_gemv.h
-GEMV_PAD = 16
+GEMV_SW = 128      # strip width when the compiler cannot be asked (ONNXC_GEMV_TILE_W otherwise)
+GEMV_PAD = 16      # mirrors ONNXC_GEMV_PAD in runtime_c/onnxc_gemv.h
 GEMV_MAX_M = 8     # Gemm rows up to which the strips kernel beats the packed SGEMM
+
+_KERNEL_MACROS = ("ONNXC_SGEMM_MR", "ONNXC_SGEMM_NR", "ONNXC_GEMV_TILE_W")
 
 
 @functools.lru_cache(maxsize=None)
-def sgemm_block(cc: str, flags: tuple[str, ...]) -> tuple[int, int] | None:
-    """(MR, NR) of onnxc_gemm.h under these compiler flags, or None when it cannot be told."""
+def _kernel_macros(cc: str, flags: tuple[str, ...]) -> dict[str, int] | None:
+    """The runtime headers' layout macros under these compiler flags (the preprocessor expands
+    them; each is a product of integers), or None when they cannot be told."""
     from ..resources import runtime_dir
-    src = '#include "onnxc_gemm.h"\nonnxc_block ONNXC_SGEMM_MR ONNXC_SGEMM_NR\n'
+    src = '#include "onnxc_gemv.h"\n' + "".join(f"onnxc_q_{n} = {n} ;\n" for n in _KERNEL_MACROS)
     keep = [f for f in flags if f.startswith(("-m", "-D", "-U", "-std", "-f"))]
     try:
         out = subprocess.run([cc, *keep, "-I", str(runtime_dir()), "-E", "-P", "-x", "c", "-"], input=src,
                              capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    m = re.search(r"onnxc_block\s+\(?(\d+)\)?\s+\(?\(?(\d+)\s*\*\s*(\d+)\)?\)?|onnxc_block\s+(\d+)\s+(\d+)",
-                  out.stdout)
-    if out.returncode != 0 or not m:
+    if out.returncode != 0:
         return None
-    if m.group(1):
-        return int(m.group(1)), int(m.group(2)) * int(m.group(3))
-    return int(m.group(4)), int(m.group(5))
+    found = {}
+    for name in _KERNEL_MACROS:
+        m = re.search(rf"onnxc_q_{name} = ([0-9()* ]+);", out.stdout)
+        if not m:
+            return None
+        found[name] = math.prod(int(t) for t in re.findall(r"\d+", m.group(1)))
+    return found
+
+
+def sgemm_block(cc: str, flags: tuple[str, ...]) -> tuple[int, int] | None:
+    """(MR, NR) of onnxc_gemm.h under these compiler flags, or None when it cannot be told."""
+    found = _kernel_macros(cc, flags)
+    return (found["ONNXC_SGEMM_MR"], found["ONNXC_SGEMM_NR"]) if found else None
+
+
+def gemv_strip_width(cc: str, flags: tuple[str, ...]) -> int:
+    """The strip width that batch-1 products stream best under these flags (the widest 1-row
+    tile of onnxc_gemv.h: 64 floats with AVX2, 128 with AVX-512); GEMV_SW when it cannot be told."""
+    found = _kernel_macros(cc, flags)
+    sw = found["ONNXC_GEMV_TILE_W"] if found else GEMV_SW
+    return sw if sw > 0 and sw % GEMV_PAD == 0 else GEMV_SW
 
 
 def w_swapped(M: int, N: int, MR: int, NR: int) -> bool:
@@ -77,13 +100,15 @@ def pack(w: np.ndarray, P: int) -> np.ndarray:
     return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
 
 
-def gemv_strips(b: np.ndarray) -> np.ndarray:
-    """A K x N float matrix as onnxc_sgemv_strips reads it (flat float32)."""
+def gemv_strips(b: np.ndarray, sw: int = GEMV_SW) -> np.ndarray:
+    """A K x N float matrix as onnxc_sgemv_strips reads it with strips of sw columns (flat float32)."""
+    if sw <= 0 or sw % GEMV_PAD:
+        raise ValueError(f"strip width {sw} is not a positive multiple of {GEMV_PAD}")
     K, N = b.shape
     Np = -(-N // GEMV_PAD) * GEMV_PAD
     bp = np.zeros((K, Np), np.float32)
     bp[:, :N] = b
-    parts = [bp[:, j:j + GEMV_SW].reshape(-1) for j in range(0, Np, GEMV_SW)]
+    parts = [bp[:, j:j + sw].reshape(-1) for j in range(0, Np, sw)]
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
 
@@ -101,7 +126,7 @@ def _add_input(graph: Graph, node, index: int, name: str, data: np.ndarray, next
     return next_id + 1
 
 
-def _gemm_strips(graph: Graph, node, next_id: int) -> int:
+def _gemm_strips(graph: Graph, node, next_id: int, sw: int) -> int:
     """Gemm/FusedGemm: op(B) as strips (input 4) when A has few rows (or a symbolic count)."""
     a, b = node.inputs[0], node.inputs[1]
     if not _const_float(b) or a.etype.name != "float" or int(node.attr("transA", 0)) or len(node.inputs) > 4:
@@ -113,10 +138,10 @@ def _gemm_strips(graph: Graph, node, next_id: int) -> int:
     if w.ndim != 2:
         return next_id
     kn = w.T if int(node.attr("transB", 0)) else w
-    next_id = _add_input(graph, node, 4, f"{b.name} (strips)", gemv_strips(kn), next_id)
+    next_id = _add_input(graph, node, 4, f"{b.name} (strips)", gemv_strips(kn, sw), next_id)
     if isinstance(M, int):      # a symbolic row count may need the plain B for the SGEMM
         node.attrs["_unread"] = (1,)
-    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int)}
+    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int), "sw": sw}
     return next_id
 
 
@@ -219,7 +244,7 @@ def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
     return next_id
 
 
-def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
+def prepack_weights(graph: Graph, block: tuple[int, int] | None, strip_width: int = GEMV_SW) -> Graph:
     from ..ops import lookup
     from ..ops.conv import pointwise_rows_ok, pointwise_strided
     next_id = max((v.id for v in graph.values), default=-1) + 1
@@ -237,7 +262,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None) -> Graph:
                 and not node.attrs.get("_prepacked_rnn"):
             next_id = _rnn_strips(graph, node, next_id, block)
         if node.op_type in ("Gemm", "FusedGemm") and node.attrs.get("_prepacked") is None:
-            next_id = _gemm_strips(graph, node, next_id)
+            next_id = _gemm_strips(graph, node, next_id, strip_width)
     if block is None:
         return graph
     MR, NR = block
