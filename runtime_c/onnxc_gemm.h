@@ -443,6 +443,14 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
 }
 #endif
 
+/* A product over B prepacked whole (weights: they stream from L3 or memory, a model's are larger
+ * than L2) walks B panel by panel, every row tile of A against one panel; the first tile of each
+ * panel prefetches the next panel into L2, one line per depth step (the prefetch distance of
+ * onnxc__sgemm_kernel_pf: one panel of kc x NR floats). Per-call paired against no prefetch, B
+ * cycling through 16 weight sets as a model's layers do (Zen 3): BERT's 128-row layers 0.973-0.985x
+ * time, an MLP's 32-row layers 0.93-0.98x. */
+#define ONNXC__BPF(kc) ((int64_t)ONNXC_SGEMM_NR * (kc))
+
 /* ---- packing ------------------------------------------------------------------------------ */
 /* Pack n (<= W) lines of a strided matrix, element (l, k) at x[l*ls + k*ks], into kc groups of
  * W values (k-major), zero padding lines n..W-1. Used for A panels (W = MR, lines = rows) and B
@@ -642,11 +650,13 @@ ONNXC_GEMM_FN void onnxc__sgemm_bcols_share(int64_t t, int64_t shares, int64_t M
             onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_MR, M - i), kc, A + i * ars + pc * acs, ars, acs,
                               mine + i * kc, ONNXC_SGEMM_MR);
         const float *const Bb = Bpre + pc * Np;
-        for (int64_t j = q0 * ONNXC_SGEMM_NR; j < onnxc__gmin(q1 * ONNXC_SGEMM_NR, N); j += ONNXC_SGEMM_NR) {
+        const int64_t jend = onnxc__gmin(q1 * ONNXC_SGEMM_NR, N);
+        for (int64_t j = q0 * ONNXC_SGEMM_NR; j < jend; j += ONNXC_SGEMM_NR) {
             const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
             for (int64_t i = 0; i < M; i += ONNXC_SGEMM_MR)
-                onnxc__sgemm_kernel(kc, mine + i * kc, Bb + j * kc, C + i * rsc + j * csc, rsc, csc,
-                                    (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr, alpha, bet);
+                onnxc__sgemm_kernel_pf(kc, mine + i * kc, Bb + j * kc, C + i * rsc + j * csc, rsc, csc,
+                                       (int)onnxc__gmin(ONNXC_SGEMM_MR, M - i), nr, alpha, bet,
+                                       i == 0 && j + ONNXC_SGEMM_NR < jend ? ONNXC__BPF(kc) : 0);
         }
     }
 }
@@ -785,9 +795,9 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t
                     for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
                         const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
                         for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, l1); i += ONNXC_SGEMM_MR)
-                            onnxc__sgemm_kernel(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
-                                                rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, l1 - i), nr,
-                                                alpha, bet);
+                            onnxc__sgemm_kernel_pf(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
+                                                   rsc, csc, (int)onnxc__gmin(ONNXC_SGEMM_MR, l1 - i), nr,
+                                                   alpha, bet, i == i0 && j + ONNXC_SGEMM_NR < N ? ONNXC__BPF(kc) : 0);
                     }
             }
         }
