@@ -16,6 +16,7 @@ from .passes.expand_functions import expand_functions
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fold_if import fold_if
+from .passes.fuse_attention import fuse_attention
 from .passes.fuse_epilogue import fuse_epilogues
 from .passes.gradient import expand_gradients
 from .passes.prepack import GEMV_SW, gemv_strip_width, prepack_weights, sgemm_block
@@ -67,6 +68,7 @@ PROTO_PASSES = [
     (passes.BASIC, remove_dead_nodes),
 ]
 GRAPH_PASSES = [
+    (passes.EXTENDED, fuse_attention),       # before fuse_epilogues: its MatMuls take no epilogue
     (passes.EXTENDED, fuse_epilogues),
 ]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..ir import Graph, Node, Value
 from . import PRIVATE_DOMAIN
+from .irutil import splice
 
 FUSED = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
 FLOAT_NAMES = ("float", "double")
@@ -181,16 +182,4 @@ def fuse_epilogues(graph: Graph) -> Graph:
         absorbed.add(id(node))
         absorbed.update(id(n) for n in chain[:-1])
         place[id(chain[-1])] = fused
-    if not place:
-        return graph
-    nodes = []
-    for n in graph.nodes:
-        if id(n) in place:
-            nodes.append(place[id(n)])
-        elif id(n) not in absorbed:
-            nodes.append(n)
-    for i, n in enumerate(nodes):
-        n.index = i
-    graph.nodes = nodes
-    graph.values = [v for v in graph.values if v.id not in dead_values]
-    return graph
+    return splice(graph, absorbed, place, dead_values)
