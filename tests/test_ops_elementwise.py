@@ -371,3 +371,36 @@ def test_symbolic_batch_chain():
     for n in (1, 7, 32):
         x = special((n, 4))
         np.testing.assert_array_equal(s.run(None, {"x": x})[0], np.where(x < 0, 0, x))
+
+
+def _expanded_model(op, x_shape, m_shape, nodes_after=()):
+    """op(x, Expand(m, shape)) with the shape an input: m's broadcast dims are known only while
+    running, and may be 1 there against x's numbers."""
+    nodes = [onnx.helper.make_node("Expand", ["m", "s"], ["me"]), onnx.helper.make_node(op, ["x", "me"], ["y"]), *nodes_after]
+    g = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info("x", 1, x_shape),
+                                       onnx.helper.make_tensor_value_info("m", 1, m_shape),
+                                       onnx.helper.make_tensor_value_info("s", 7, [len(x_shape)])],
+                          [onnx.helper.make_tensor_value_info("y", 1, None)])
+    return onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=8)
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul", "Max", "MatMul"])
+def test_broadcast_dims_that_are_one_only_while_running(op):
+    """An operand Expanded to a shape given as data (an exported attention mask): its dims may be
+    1 against the other operand's numbers (numpy broadcasting), or equal; anything else fails
+    cleanly, naming the node."""
+    g = np.random.default_rng(5)
+    x = g.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    m = g.standard_normal((2, 1, 7, 4) if op == "MatMul" else (2, 1, 1, 7)).astype(np.float32)
+    model = _expanded_model(op, [2, 3, 5, 7], list(m.shape))
+    sess = onnxc.InferenceSession(model.SerializeToString())
+    shapes = ([2, 1, 5, 7], [2, 3, 5, 7], [2, 1, 1, 7], [1, 1, 1, 7], [2, 3, 1, 7]) if op != "MatMul" else \
+        ([2, 1, 7, 4], [2, 3, 7, 4], [1, 1, 7, 4])
+    for shape in shapes:
+        feeds = {"x": x, "m": m, "s": np.array(shape, np.int64)}
+        want = ReferenceEvaluator(model).run(None, feeds)[0]
+        got = sess.run(None, feeds)[0]
+        assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-5), shape
+    bad = [2, 2, 5, 7] if op != "MatMul" else [2, 2, 7, 4]
+    with pytest.raises(onnxc.Error, match=f"{op}.*run-time dimensions"):
+        sess.run(None, {"x": x, "m": m, "s": np.array(bad, np.int64)})

@@ -191,3 +191,52 @@ def test_what_does_not_fuse(kind):
     m, feeds = _unfusable(kind)
     assert "FusedAttention" not in graph_ops(m)
     run_levels(m, feeds, **TOL)
+
+
+def sdpa_attention(B=2, S=7, H=3, D=4, fill=0.0, runtime_mask=False):
+    """torch's scaled_dot_product_attention as its exporter writes it: Q and K^T each times
+    sqrt(scale), K^T through Reshape (B*H, S, D) -> Transpose (0, 2, 1) -> Reshape (B, H, D, S), and
+    the probabilities' NaN (fully masked rows) replaced by 0 before the product with V."""
+    E = H * D
+    inits = {n: rand(rng, (E, E)) * 0.5 for n in ("wq", "wk", "wv")}
+    inits.update(split=np.array([0, 0, H, D], np.int64), merge=np.array([0, 0, E], np.int64),
+                 flat=np.array([-1, S, D], np.int64), unflat=np.array([B, H, D, S], np.int64),
+                 sq=np.array(D ** -0.25, np.float32), fill=np.array(fill, np.float32))
+    nodes = []
+    for n in "qkv":
+        nodes += [N("MatMul", ["x", f"w{n}"], [f"{n}3"]), N("Reshape", [f"{n}3", "split"], [f"{n}4"]),
+                  N("Transpose", [f"{n}4"], [f"{n}h"], perm=[0, 2, 1, 3])]
+    nodes += [N("Reshape", ["kh", "flat"], ["k3d"]), N("Transpose", ["k3d"], ["k3t"], perm=[0, 2, 1]),
+              N("Reshape", ["k3t", "unflat"], ["kt"]),
+              N("Mul", ["qh", "sq"], ["qs"]), N("Mul", ["sq", "kt"], ["ks"]),
+              N("MatMul", ["qs", "ks"], ["s"])]
+    feeds = {"x": rand(rng, (B, S, E))}
+    m = np.where(rng.random((B, 1, 1, S)) < 0.3, -np.inf, 0).astype(np.float32)
+    m[0, 0, 0, :] = -np.inf                                       # batch 0: every key masked
+    feeds["mask"] = m
+    if runtime_mask:   # the mask Expanded to a shape given while running: dims known only then
+        feeds["mshape"] = np.array([B, 1, S, S], np.int64)
+        nodes.append(N("Expand", ["mask", "mshape"], ["mask_e"]))
+    nodes += [N("Add", ["s", "mask_e" if runtime_mask else "mask"], ["sm"]), N("Softmax", ["sm"], ["p"]),
+              N("IsNaN", ["p"], ["isn"]), N("Where", ["isn", "fill", "p"], ["pz"]),
+              N("MatMul", ["pz", "vh"], ["o"]), N("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              N("Reshape", ["ot", "merge"], ["y"])]
+    return make_model_from_nodes(nodes, feeds, inits, ["y"], opset=18), feeds
+
+
+@pytest.mark.parametrize("fill", [0.0, -0.0, 0.25])
+def test_sdpa_export_pattern(fill):
+    m, feeds = sdpa_attention(fill=fill)
+    assert fused(m), graph_ops(m)
+    ref = run_levels(m, feeds, **TOL)
+    assert not np.isnan(ref[0]).any()      # the masked batch entry is the fill's weighted sum, not NaN
+
+
+def test_mask_dims_known_only_while_running():
+    m, feeds = sdpa_attention(runtime_mask=True)
+    assert fused(m), graph_ops(m)
+    run_levels(m, feeds, **TOL)
+    bad = dict(feeds, mshape=np.array([2, 1, 3, 7], np.int64))   # broadcasts to neither
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    with pytest.raises(onnxc.Error, match="FusedAttention|Add|MatMul|shape|dim"):
+        sess.run(None, bad)

@@ -9,7 +9,7 @@ from .. import dtypes
 from ..errors import InvalidArgument, InvalidGraph, NotImplemented as OrtNotImplemented
 from ..ir import Node, Value
 from ..known_values import known
-from ..symbolic import Dim, Expr, dim_repr, product
+from ..symbolic import Dim, Expr, dim_repr, dmin, product
 
 
 def fail(node: Node, msg: str) -> InvalidGraph:
@@ -75,10 +75,13 @@ def same_etype(node: Node, values: Sequence[Value]) -> dtypes.ElemType:
     return ets.pop()
 
 
-def broadcast(node: Node, shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
+def broadcast(node: Node, shapes: Sequence[Sequence[Dim]], runtime_ones: bool = False) -> tuple[Dim, ...]:
     """Numpy (multidirectional) broadcasting. Two different dims neither of which is 1 at compile
     time (a symbolic one and another) are taken to be equal, as the kernel's strides assume; the
-    node checks that at run time (Node.checks) and fails cleanly if one of them is 1 there."""
+    node checks that at run time (Node.checks) and fails cleanly if one of them is 1 there.
+    runtime_ones (kernels whose strides come from broadcast_loops): a symbolic dim against a number
+    may also be 1 while running (a mask Expanded to a shape computed from data): checked to be 1 or
+    that number, and broadcast_loops reads it with a stride that is 0 when it is 1."""
     rank = max(len(s) for s in shapes)
     out = []
     for k in range(rank):
@@ -93,8 +96,13 @@ def broadcast(node: Node, shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
                 raise fail(node, "input shapes cannot be broadcast together: "
                            + " vs ".join("(" + ", ".join(dim_repr(x) for x in s) + ")" for s in shapes))
             elif cur != d:   # taken as equal (the kernel's strides say so): checked at run time
-                if (cur, d) not in node.checks:
-                    node.checks.append((cur, d))
+                sym, num = (cur, d) if isinstance(d, int) else (d, cur)
+                if runtime_ones and isinstance(num, int) and isinstance(sym, Expr):
+                    check = ((sym - 1) * (sym - num), 0)      # the symbolic dim is 1 or that number
+                else:
+                    check = (cur, d)
+                if check not in node.checks:
+                    node.checks.append(check)
                 if isinstance(cur, Expr) and isinstance(d, int):
                     cur = d
         out.append(cur)
@@ -116,27 +124,42 @@ def contiguous_strides(shape: Sequence[Dim]) -> list[Dim]:
 
 def broadcast_loops(out_shape: Sequence[Dim], in_shapes: Sequence[Sequence[Dim]]):
     """Loop nest for an N-input broadcast: returns (dims, strides per input) with runs of
-    dims that every input treats alike merged into one, so most ops get a flat loop."""
+    dims that every input treats alike merged into one, so most ops get a flat loop. An input's
+    symbolic dim under a numeric output dim (broadcast(runtime_ones=True)) may be 1 or that number
+    while running: that axis stays a loop of its own and the input's stride along it is
+    acc * min(d - 1, 1), 0 when d is 1."""
     rank = len(out_shape)
     padded = [[1] * (rank - len(s)) + list(s) for s in in_shapes]
-    # per dim, per input: does the input advance along this dim?
-    moves = [[not (p[k] == 1 and out_shape[k] != 1) for p in padded] for k in range(rank)]
+
+    def move(p, k):     # does the input advance along dim k: True, False, or "maybe" (while running)
+        if isinstance(p[k], Expr) and isinstance(out_shape[k], int) and out_shape[k] != 1:
+            return "maybe"
+        return not (p[k] == 1 and out_shape[k] != 1)
+
     dims: list[Dim] = []
-    pattern: list[list[bool]] = []
+    pattern: list[list] = []
+    axis: list[int | None] = []     # the original dim of a loop that holds a "maybe" (never merged)
     for k in range(rank):
         if out_shape[k] == 1:
             continue
-        if dims and pattern[-1] == moves[k]:
+        mv = [move(p, k) for p in padded]
+        maybe = "maybe" in mv
+        if dims and not maybe and axis[-1] is None and pattern[-1] == mv:
             dims[-1] = dims[-1] * out_shape[k]
         else:
             dims.append(out_shape[k])
-            pattern.append(moves[k])
+            pattern.append(mv)
+            axis.append(k if maybe else None)
     strides = []
     for i in range(len(in_shapes)):
         st: list[Dim] = [0] * len(dims)
         acc: Dim = 1
         for k in reversed(range(len(dims))):
-            if pattern[k][i]:
+            if pattern[k][i] == "maybe":
+                own = padded[i][axis[k]]
+                st[k] = acc * dmin(own - 1, 1)
+                acc = acc * own
+            elif pattern[k][i]:
                 st[k] = acc
                 acc = acc * dims[k]
         strides.append(st)

@@ -238,7 +238,7 @@ class Elementwise(OpSpec):
 
     def infer(self, node):
         types = schema_types(node)
-        return [(types[0], broadcast(node, self.operand_shapes(node)))]
+        return [(types[0], broadcast(node, self.operand_shapes(node), runtime_ones=True))]
 
     def operand_shapes(self, node) -> list:
         """The shapes that broadcast together, in operand order."""

@@ -2,11 +2,14 @@
 kernel (runtime_c/onnxc_attention.h).
 
 Inputs: Qx, Kx, Vx, [mask]: the tensors the export's Transposes read (or the MatMuls' operands when
-no Transpose was absorbed). Attributes: "perms" maps each of "q", "k", "v" to the Transpose perm
-that turns its input into the MatMul operand (None: the input is the operand), "y" to the perm of
-the absorbed output Transpose (None: the output is the second MatMul's); "mode" 0/1/2 (none,
-multiply, divide by the constant "c"). The logical operands are Q (B, H, Sq, D), K^T (B, H, D, Skv),
-V (B, H, Skv, Dv); the mask broadcasts to (B, H, Sq, Skv). Everything becomes strides.
+no Transpose was absorbed). Attributes: "perms" maps each of "q", "k", "v" to the perm that turns
+its input into the MatMul operand (None: the input is the operand), "y" to the perm of the
+absorbed output Transpose (None: the output is the second MatMul's); "mode" 0/1/2 (none, multiply,
+divide the scores by the constant "c"); "cq", "ck": the constants Q and K^T were multiplied by
+before the product (None: not); "fill": the constant NaN probabilities become (None: they stay).
+The logical operands are Q (B, H, Sq, D), K^T (B, H, D, Skv), V (B, H, Skv, Dv); the mask broadcasts
+to (B, H, Sq, Skv), checked while running where its dims are known only then. Everything becomes
+strides.
 """
 from __future__ import annotations
 
@@ -36,21 +39,23 @@ def logical(value, perm) -> tuple[list, list]:
 
 
 def mask_strides(mask, target) -> list | None:
-    """Strides reading `mask` broadcast to the 4-D `target` shape (0 along broadcast axes), or None
-    when a dim is neither 1 nor the target's."""
+    """How `mask` is read broadcast to the 4-D `target` shape, per axis {"dim", "stride", "static"}:
+    a static stride (0 along an axis of 1), or, where the dim is known only while running, its
+    contiguous stride taken when the dim is not 1 (checked then to be 1 or the target's). None when
+    the mask cannot broadcast (more than 4 dims, or a dim that is neither 1 nor the target's)."""
     shape = list(mask.shape)
     if len(shape) > 4:
         return None
     st = contiguous(shape)
-    out = [0] * (4 - len(shape))
+    out = [{"dim": 1, "stride": 0, "static": True, "target": t} for t in target[:4 - len(shape)]]
     for a, d in enumerate(shape):
         t = target[a + 4 - len(shape)]
-        if d == 1:
-            out.append(0)
-        elif d == t:
-            out.append(st[a])
-        else:
+        if d == 1 or d == t:
+            out.append({"dim": d, "stride": 0 if d == 1 else st[a], "static": True, "target": t})
+        elif isinstance(d, int) and isinstance(t, int):
             return None
+        else:
+            out.append({"dim": d, "stride": st[a], "static": False, "target": t})
     return out
 
 
@@ -70,7 +75,8 @@ def geometry(node) -> dict:
         ys = [yst[yp.index(c)] for c in range(4)]
     mask = node.input(3)
     return {"B": B, "H": H, "Sq": Sq, "Skv": Skv, "D": D, "Dv": Dv, "q": qs, "k": ks, "v": vs, "y": ys,
-            "y_shape": tuple(y_shape), "m": mask_strides(mask, o_shape[:3] + [Skv]) if mask is not None else None}
+            "y_shape": tuple(y_shape), "m": mask_strides(mask, o_shape[:3] + [Skv]) if mask is not None else None,
+            "qscale": node.attrs.get("cq") is not None, "kscale": node.attrs.get("ck") is not None}
 
 
 def block_rows(Sq, Skv):
@@ -81,10 +87,20 @@ def block_rows(Sq, Skv):
     return dmin(Sq, rows) if not isinstance(Sq, int) else max(1, min(Sq, rows))
 
 
-def slot_bytes(R, Skv, D, Dv):
-    """At least ONNXC_ATTN_SLOT_BYTES rounded up to 64 (runtime_c/onnxc_attention.h): each of the
-    two roundings adds less than 64."""
-    return 4 * R * Skv + dmax(sgemm_work_bytes(R, Skv, D), sgemm_work_bytes(R, Dv, Skv)) + 256
+def slot_bytes(R, Skv, D, Dv, qscale, kscale):
+    """At least ONNXC_ATTN_SLOT_BYTES rounded up to 64 (runtime_c/onnxc_attention.h): each of its
+    roundings adds less than 64."""
+    copies = (4 * R * D if qscale else 0) + (4 * Skv * D if kscale else 0)
+    return 4 * R * Skv + copies + dmax(sgemm_work_bytes(R, Skv, D), sgemm_work_bytes(R, Dv, Skv)) + 384
+
+
+def _c_float(x) -> str:
+    x = np.float32(x)
+    if np.isnan(x):
+        return "NAN"
+    if np.isinf(x):
+        return "INFINITY" if x > 0 else "-INFINITY"
+    return repr(float(x)) + "f"
 
 
 @register
@@ -99,10 +115,14 @@ class FusedAttention(OpSpec):
 
     def params(self, node):
         g = geometry(node)
-        c = float(node.attrs["c"])
-        return {**g, "rows": block_rows(g["Sq"], g["Skv"]), "slots": SLOTS, "mode": int(node.attrs["mode"]),
-                "c": repr(float(np.float32(c))) + "f", "mask": g["m"] is not None}
+        a = node.attrs
+        return {**g, "rows": block_rows(g["Sq"], g["Skv"]), "slots": SLOTS, "mode": int(a["mode"]),
+                "c": _c_float(a["c"]), "cq": _c_float(a["cq"] if g["qscale"] else 1.0),
+                "ck": _c_float(a["ck"] if g["kscale"] else 1.0), "nan_fill": a.get("fill") is not None,
+                "fill": _c_float(a["fill"] if a.get("fill") is not None else 0.0), "mask": g["m"] is not None,
+                "mask_checks": [e for e in g["m"] or [] if not e["static"]]}
 
     def scratch(self, node):
         g = geometry(node)
-        return SLOTS * slot_bytes(block_rows(g["Sq"], g["Skv"]), g["Skv"], g["D"], g["Dv"]) + 64
+        R = block_rows(g["Sq"], g["Skv"])
+        return SLOTS * slot_bytes(R, g["Skv"], g["D"], g["Dv"], g["qscale"], g["kscale"]) + 64

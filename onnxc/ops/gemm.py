@@ -230,7 +230,7 @@ class MatMul(OpSpec):
         Kb, N = (b.shape[0], 1) if b.rank == 1 else b.shape[-2:]
         _same_k(node, K, Kb, f"A {_fmt(a.shape)} and B {_fmt(b.shape)}")
         abatch, bbatch = list(a.shape[:-2]), list(b.shape[:-2])
-        batch = list(broadcast(node, [abatch, bbatch])) if (abatch or bbatch) else []
+        batch = list(broadcast(node, [abatch, bbatch], runtime_ones=True)) if (abatch or bbatch) else []
         return M, N, K, abatch, bbatch, batch
 
     def infer(self, node):

@@ -51,7 +51,7 @@ class StringConcat(OpSpec):
     def infer(self, node):
         _require_strings(node, 2)
         a, b = node.inputs[0], node.inputs[1]
-        return [(dtypes.STRING, broadcast(node, [a.shape, b.shape]))]
+        return [(dtypes.STRING, broadcast(node, [a.shape, b.shape], runtime_ones=True))]
 
     def params(self, node):
         a, b = node.inputs[0], node.inputs[1]

@@ -2,18 +2,20 @@
 (GraphOptimizationLevel >= EXTENDED; runs on the IR after shape inference, before
 fuse_epilogue). The pattern, around a Softmax along the last axis of a 4-D float tensor:
 
-    [Transpose] Q ----\\
-                       MatMul -> [Mul | Div by a scalar constant] -> [Add mask] -> Softmax --\\
-    [Transpose] K^T --/                                                                      MatMul -> [Transpose]
-    [Transpose] V -------------------------------------------------------------------------/
+    Q   <- [Mul c_q] <- [view chain] --\\
+                                        MatMul -> [Mul | Div by c] -> [Add mask] -> Softmax -> [NaN -> fill] --\\
+    K^T <- [Mul c_k] <- [view chain] --/                                                                       MatMul -> [Transpose]
+    V   <- [view chain] ---------------------------------------------------------------------------------------/
 
 Q is (B, H, Sq, D), K^T (B, H, D, Skv), V (B, H, Skv, Dv): the same batch dims everywhere, no
-broadcasting; the mask broadcasts to (B, H, Sq, Skv) (PyTorch's export: Q, K, V are the Linear
-outputs Reshaped to (B, S, H, D) and Transposed, K^T by perm (0, 2, 3, 1), the result Transposed
-back). Absorbed Transposes become strides (ops/fused_attention.py): one of each operand's two
-inner strides must be 1 (the output's column stride must be), else that Transpose stays. Every
-absorbed intermediate feeds only the next node and is not a graph output; the fused node takes
-the place of the last absorbed node, where all of its inputs are computed.
+broadcasting; the mask broadcasts to (B, H, Sq, Skv); c, c_q, c_k are scalar constants; "NaN ->
+fill" is Where(IsNaN(P), fill, P) (PyTorch's scaled_dot_product_attention export). A view chain
+is Transposes and the 3-D swap idiom Reshape (A0*A1, A2, A3) -> Transpose (0, 2, 1) -> Reshape
+(A0, A1, A3, A2) of a 4-D tensor (K^T in that export): it becomes strides (ops/fused_attention.py)
+when one of the operand's two inner strides is then 1 (else the operand is read as it is); an
+output Transpose is absorbed when Y's columns stay contiguous. Every absorbed intermediate feeds
+only the next node and is not a graph output; the fused node takes the place of the last absorbed
+node, where all of its inputs are computed.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from ..ir import Graph, Node, Value
 from ..ops.fused_attention import contiguous, logical, mask_strides
 from . import PRIVATE_DOMAIN
 from .irutil import splice
+
+SWAP = [0, 1, 3, 2]
 
 
 def _only_reader(v: Value | None) -> Node | None:
@@ -44,27 +48,70 @@ def _scalar_const(v: Value | None) -> float | None:
     return float(v.const.reshape(-1)[0])
 
 
-def _last_axis_softmax(n: Node) -> bool:
-    x = n.inputs[0] if n.inputs else None
-    if not _float4(x) or n.outputs[0] is None:
-        return False
-    axis = int(n.attr("axis", 1 if n.opset < 13 else -1))
-    return axis in (-1, 3)
+def _perm(n: Node, rank: int) -> list | None:
+    perm = n.attr("perm")
+    perm = list(perm) if perm is not None else list(range(rank))[::-1]
+    return perm if sorted(perm) == list(range(rank)) else None
 
 
-def _operand(v: Value, reader: Node, inner: tuple[int, int]):
-    """(tensor to read, perm or None, Transpose node absorbed or None) for a MatMul operand; the
-    Transpose is absorbed when it feeds only this MatMul and one of the logical operand's two inner
-    axes `inner` then has stride 1."""
-    t = v.producer
-    if _std(t, "Transpose") and _only_reader(v) is reader and _float4(t.inputs[0]):
-        perm = t.attr("perm")
-        perm = list(perm) if perm is not None else [3, 2, 1, 0]
-        if sorted(perm) == [0, 1, 2, 3]:
-            _, st = logical(t.inputs[0], perm)
-            if 1 in (st[inner[0]], st[inner[1]]):
-                return t.inputs[0], perm, t
-    return v, None, None
+def _scaled(v: Value, reader: Node):
+    """Mul(x, c) (either order, c a scalar constant) producing v for `reader` alone: (x, c, Mul)."""
+    n = v.producer
+    if not _std(n, "Mul") or _only_reader(v) is not reader or len(n.inputs) != 2:
+        return None
+    for x, k in (n.inputs, n.inputs[::-1]):
+        c = _scalar_const(k)
+        if c is not None and _scalar_const(x) is None and _float4(x) and tuple(x.shape) == tuple(v.shape):
+            return x, c, n
+    return None
+
+
+def _view_step(v: Value, reader: Node):
+    """One step of a view chain producing v for `reader` alone: (x, perm, nodes) with
+    v = Transpose(x, perm), nodes the ones computing v from x (last first)."""
+    n = v.producer
+    if _only_reader(v) is not reader or n is None or n.domain != "" or not n.inputs:
+        return None
+    x = n.inputs[0]
+    if n.op_type == "Transpose" and _float4(x):
+        p = _perm(n, 4)
+        return (x, p, [n]) if p is not None else None
+    if n.op_type != "Reshape" or x is None or x.shape is None or len(x.shape) != 3:
+        return None
+    t = x.producer                                      # the 3-D swap idiom, from its end
+    if not _std(t, "Transpose") or _only_reader(x) is not n or _perm(t, 3) != [0, 2, 1]:
+        return None
+    r3 = t.inputs[0]
+    r = r3.producer if r3 is not None else None
+    if not _std(r, "Reshape") or _only_reader(r3) is not t or not _float4(r.inputs[0]):
+        return None
+    base = r.inputs[0]
+    A0, A1, A2, A3 = base.shape
+    if tuple(r3.shape) != (A0 * A1, A2, A3) or tuple(v.shape) != (A0, A1, A3, A2):
+        return None
+    return base, SWAP, [n, t, r]
+
+
+def _operand(v: Value, reader: Node, scale_ok: bool):
+    """(tensor to read, perm or None, scale or None, absorbed nodes) for a MatMul operand."""
+    scale, nodes = None, []
+    found = _scaled(v, reader) if scale_ok else None
+    if found is not None:
+        v, scale, mul = found
+        nodes, reader = [mul], mul
+    base, perm, chain = v, None, []
+    while True:
+        step = _view_step(base, reader)
+        if step is None:
+            break
+        x, p, ns = step
+        perm = p if perm is None else [p[perm[i]] for i in range(4)]
+        base, chain, reader = x, chain + ns, ns[-1]
+    if perm is not None:
+        _, st = logical(base, perm)
+        if 1 in (st[2], st[3]):
+            return base, perm, scale, nodes + chain
+    return v, None, scale, nodes                         # read the operand itself (contiguous)
 
 
 def _scores(cur: Value, reader: Node):
@@ -88,6 +135,22 @@ def _scores(cur: Value, reader: Node):
     return mode, c, node, [node] + chain
 
 
+def _nan_fill(p: Value):
+    """Where(IsNaN(p), fill, p) reading p (p read by those two alone): (fill, [IsNaN, Where])."""
+    if p.is_output or len(p.consumers) != 2:
+        return None
+    isnan = next((n for n in p.consumers if _std(n, "IsNaN")), None)
+    where = next((n for n in p.consumers if _std(n, "Where")), None)
+    if isnan is None or where is None or len(where.inputs) != 3 or where.inputs[0] is not isnan.outputs[0] \
+            or where.inputs[2] is not p or _only_reader(isnan.outputs[0]) is not where:
+        return None
+    fill = _scalar_const(where.inputs[1])
+    y = where.outputs[0]
+    if fill is None or y is None or y.shape is None or tuple(y.shape) != tuple(p.shape) or y.etype != p.etype:
+        return None
+    return fill, [isnan, where]
+
+
 def _match(sm: Node):
     """The fused node's pieces around Softmax `sm`, or None."""
     x = sm.inputs[0]
@@ -109,8 +172,13 @@ def _match(sm: Node):
     mode, c, qk, chain = found
     chain = chain + ([add] if add is not None else []) + [sm]
     cur = qk.outputs[0]
-    pv = _only_reader(sm.outputs[0])
-    if not _std(pv, "MatMul") or pv.inputs[0] is not sm.outputs[0] or not _float4(pv.outputs[0]):
+    probs, fill = sm.outputs[0], None
+    nf = _nan_fill(probs)
+    if nf is not None:
+        fill, more = nf
+        chain, probs = chain + more, more[-1].outputs[0]
+    pv = _only_reader(probs)
+    if not _std(pv, "MatMul") or pv.inputs[0] is not probs or not _float4(pv.outputs[0]):
         return None
     q, kt, v = qk.inputs[0], qk.inputs[1], pv.inputs[1]
     if not (_float4(q) and _float4(kt) and _float4(v)):
@@ -122,20 +190,20 @@ def _match(sm: Node):
         return None
     if mask is not None and (mask.shape is None or mask_strides(mask, list(cur.shape)) is None):
         return None
-    ops = [_operand(q, qk, (2, 3)), _operand(kt, qk, (2, 3)), _operand(v, pv, (2, 3))]
+    ops = [_operand(q, qk, True), _operand(kt, qk, True), _operand(v, pv, False)]
     out, yperm, last = pv.outputs[0], None, pv
     t = _only_reader(out)
     if _std(t, "Transpose") and t.outputs[0] is not None:
-        perm = t.attr("perm")
-        perm = list(perm) if perm is not None else [3, 2, 1, 0]
-        if sorted(perm) == [0, 1, 2, 3]:
+        perm = _perm(t, 4)
+        if perm is not None:
             yst = contiguous([out.shape[p] for p in perm])
             if yst[perm.index(3)] == 1:        # the output's columns stay contiguous
                 out, yperm, last = t.outputs[0], perm, t
-    absorbed = chain + [pv] + [o[2] for o in ops if o[2] is not None] + ([last] if last is not pv else [])
-    return {"ins": [o[0] for o in ops] + [mask], "perms": {"q": ops[0][1], "k": ops[1][1], "v": ops[2][1],
-                                                            "y": yperm},
-            "mode": mode, "c": c, "out": out, "absorbed": absorbed, "last": last, "qk": qk}
+    absorbed = chain + [pv] + [n for o in ops for n in o[3]] + ([last] if last is not pv else [])
+    return {"ins": [o[0] for o in ops] + [mask],
+            "attrs": {"perms": {"q": ops[0][1], "k": ops[1][1], "v": ops[2][1], "y": yperm}, "mode": mode,
+                      "c": c, "cq": ops[0][2], "ck": ops[1][2], "fill": fill},
+            "out": out, "absorbed": absorbed, "last": last, "qk": qk}
 
 
 def fuse_attention(graph: Graph) -> Graph:
@@ -143,14 +211,15 @@ def fuse_attention(graph: Graph) -> Graph:
     place: dict[int, Node] = {}
     dead: set[int] = set()
     for sm in list(graph.nodes):
-        if id(sm) in absorbed or not _std(sm, "Softmax") or not _last_axis_softmax(sm):
+        if id(sm) in absorbed or not _std(sm, "Softmax") or not _float4(sm.inputs[0]) \
+                or int(sm.attr("axis", 1 if sm.opset < 13 else -1)) not in (-1, 3):
             continue
         m = _match(sm)
         if m is None or any(id(n) in absorbed for n in m["absorbed"]):
             continue
         qk = m["qk"]
-        fused = Node(qk.index, "FusedAttention", PRIVATE_DOMAIN, 1, qk.name,
-                     {"perms": m["perms"], "mode": m["mode"], "c": m["c"]}, m["ins"], [m["out"]], qk.proto)
+        fused = Node(qk.index, "FusedAttention", PRIVATE_DOMAIN, 1, qk.name, m["attrs"], m["ins"], [m["out"]],
+                     qk.proto)
         gone = {id(n) for n in m["absorbed"]}
         for n in m["absorbed"]:                 # the absorbed nodes read nothing any more ...
             for v in n.inputs:
