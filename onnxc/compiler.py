@@ -18,6 +18,8 @@ from .passes.fold_constants import fold_constants
 from .passes.fold_if import fold_if
 from .passes.fuse_attention import fuse_attention
 from .passes.fuse_epilogue import fuse_epilogues
+from .passes.fuse_gelu import fuse_gelu
+from .passes.fuse_layernorm import fuse_layernorm
 from .passes.gradient import expand_gradients
 from .passes.prepack import GEMV_SW, gemv_strip_width, prepack_weights, sgemm_block
 from .passes.prepack_gemm import prepack_gemm_panels
@@ -68,6 +70,8 @@ PROTO_PASSES = [
     (passes.BASIC, remove_dead_nodes),
 ]
 GRAPH_PASSES = [
+    (passes.EXTENDED, fuse_layernorm),       # decomposed LayerNorm (opsets < 17)
+    (passes.EXTENDED, fuse_gelu),            # decomposed GELU (opsets < 20): then an epilogue
     (passes.EXTENDED, fuse_attention),       # before fuse_epilogues: its MatMuls take no epilogue
     (passes.EXTENDED, fuse_epilogues),
 ]

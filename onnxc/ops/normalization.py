@@ -3,8 +3,8 @@ GroupNormalization (opset 18: scale/bias per group; 21: per channel), MeanVarian
 LpNormalization and LRN.
 
 LayerNorm/RMSNorm/InstanceNorm/GroupNorm view X as R rows of D contiguous elements and render
-normalization.c.j2: mean (two-pass variance, as onnx.reference), then y = (x - mean) * inv_std
-* scale + bias. Arithmetic in the compute type (float for float16/bfloat16, float for float,
+normalization.c.j2: mean (two-pass variance, as onnx.reference; the second pass shifted by the
+first's mean, whose rounding it repairs), then y = (x - mean) * inv_std * scale + bias. Arithmetic in the compute type (float for float16/bfloat16, float for float,
 double for double) with partial accumulators so the sums vectorise without -ffast-math.
 MeanVarianceNormalization reduces over arbitrary axes (mvn.c.j2) with onnx's function body:
 var = E[x^2] - E[x]^2, y = (x - mean) / (sqrt(var) + 1e-9).

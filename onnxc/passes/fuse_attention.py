@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..ir import Graph, Node, Value
 from ..ops.fused_attention import contiguous, logical, mask_strides
 from . import PRIVATE_DOMAIN
-from .irutil import splice
+from .irutil import replace, splice
 
 SWAP = [0, 1, 3, 2]
 
@@ -220,18 +220,6 @@ def fuse_attention(graph: Graph) -> Graph:
         qk = m["qk"]
         fused = Node(qk.index, "FusedAttention", PRIVATE_DOMAIN, 1, qk.name, m["attrs"], m["ins"], [m["out"]],
                      qk.proto)
-        gone = {id(n) for n in m["absorbed"]}
-        for n in m["absorbed"]:                 # the absorbed nodes read nothing any more ...
-            for v in n.inputs:
-                if v is not None:
-                    v.consumers = [c for c in v.consumers if id(c) not in gone]
-            for v in n.outputs:
-                if v is not None and v is not m["out"]:
-                    dead.add(v.id)
-        for v in m["ins"]:                      # ... the fused node reads its inputs
-            if v is not None:
-                v.consumers.append(fused)
-        m["out"].producer = fused
-        absorbed |= gone
+        absorbed |= replace(m["absorbed"], fused, dead)
         place[id(m["last"])] = fused
     return splice(graph, absorbed, place, dead)

@@ -1,0 +1,150 @@
+"""LayerNorm as exporters decompose it (opsets before 17 have no LayerNormalization), back into
+one LayerNormalization node (GraphOptimizationLevel >= EXTENDED; on the IR after shape inference):
+
+    mean = ReduceMean(x, trailing axes, keepdims=1)
+    d    = Sub(x, mean)
+    var  = ReduceMean(Pow(d, 2) | Mul(d, d), same axes, keepdims=1)
+    y    = Div(d, Sqrt(Add(var, eps)))  [* gamma]  [+ beta]        (either operand order)
+
+becomes LayerNormalization(x, gamma or ones, beta; axis = first reduced axis, epsilon = eps),
+the standard operator (opset 17) whatever the model's opset. eps is a scalar constant, gamma and
+beta have the normalized shape (x's trailing dims); every intermediate is read only inside the
+pattern and is not a graph output. The kernel computes the same quantities in float (its row
+sums are ordered differently: results agree to rounding).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+from .irutil import replace, splice
+
+FLOATS = ("float", "double")
+
+
+def _std(n: Node | None, op: str) -> bool:
+    return n is not None and n.domain == "" and n.op_type == op
+
+
+def _readers(v: Value) -> list[Node]:
+    out: list[Node] = []
+    for c in v.consumers:
+        if all(c is not o for o in out):
+            out.append(c)
+    return out
+
+
+def _only(v: Value | None, node_type: str) -> Node | None:
+    """The single distinct reader of v when it is a standard node_type and v is no graph output."""
+    if v is None or v.is_output:
+        return None
+    rs = _readers(v)
+    return rs[0] if len(rs) == 1 and _std(rs[0], node_type) else None
+
+
+def _const(v: Value | None) -> np.ndarray | None:
+    return None if v is None or v.const is None or v.is_input else np.asarray(v.const)
+
+
+def _scalar(v: Value | None) -> float | None:
+    c = _const(v)
+    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
+
+
+def _other(n: Node, v: Value) -> Value | None:
+    a, b = n.inputs[0], n.inputs[1]
+    return b if a is v else a if b is v else None
+
+
+def _reduced_axes(r: Node, rank: int) -> list[int] | None:
+    """Normalized axes of a keepdims ReduceMean, or None when they cannot be told."""
+    if int(r.attr("keepdims", 1)) != 1:
+        return None
+    if r.opset >= 18:
+        axes = _const(r.input(1))
+        if axes is None:
+            return None
+        axes = axes.reshape(-1).tolist()
+    else:
+        axes = r.attr("axes")
+        if axes is None:
+            return None
+    try:
+        out = sorted({int(a) + rank if int(a) < 0 else int(a) for a in axes})
+    except (TypeError, ValueError):
+        return None
+    return out if out and all(0 <= a < rank for a in out) else None
+
+
+def _match(r1: Node):
+    x = r1.inputs[0]
+    if x is None or x.etype is None or x.etype.name not in FLOATS or x.shape is None or not x.shape:
+        return None
+    rank = len(x.shape)
+    axes = _reduced_axes(r1, rank)
+    if axes is None or axes != list(range(axes[0], rank)):
+        return None
+    sub = _only(r1.outputs[0], "Sub")
+    if sub is None or sub.inputs[0] is not x or sub.inputs[1] is not r1.outputs[0]:
+        return None
+    d = sub.outputs[0]
+    rs = _readers(d)
+    if d.is_output or len(rs) != 2:
+        return None
+    sq = next((n for n in rs if (_std(n, "Pow") and n.inputs[0] is d and _scalar(n.input(1)) == 2.0)
+               or (_std(n, "Mul") and n.inputs[0] is d and n.inputs[1] is d)), None)
+    div = next((n for n in rs if _std(n, "Div") and n.inputs[0] is d), None)
+    if sq is None or div is None:
+        return None
+    r2 = _only(sq.outputs[0], "ReduceMean")
+    if r2 is None or _reduced_axes(r2, rank) != axes:
+        return None
+    add = _only(r2.outputs[0], "Add")
+    eps = _scalar(_other(add, r2.outputs[0])) if add is not None else None
+    if eps is None:
+        return None
+    sqrt = _only(add.outputs[0], "Sqrt")
+    if sqrt is None or div.inputs[1] is not sqrt.outputs[0] or _readers(sqrt.outputs[0]) != [div] \
+            or sqrt.outputs[0].is_output:
+        return None
+    nodes, y = [r1, sub, sq, r2, add, sqrt, div], div.outputs[0]
+    ns = tuple(x.shape[axes[0]:])
+    gamma = beta = None
+    for op in ("Mul", "Add"):                    # [* gamma] [+ beta], each with the normalized shape
+        n = _only(y, op)
+        p = _other(n, y) if n is not None else None
+        if p is None or p.etype != x.etype or p.shape is None or tuple(p.shape) != ns \
+                or n.outputs[0].shape is None or tuple(n.outputs[0].shape) != tuple(x.shape):
+            continue
+        gamma, beta = (p, beta) if op == "Mul" else (gamma, p)
+        nodes.append(n)
+        y = n.outputs[0]
+    return {"x": x, "axis": axes[0], "eps": eps, "gamma": gamma, "beta": beta, "nodes": nodes, "out": y, "ns": ns}
+
+
+def fuse_layernorm(graph: Graph) -> Graph:
+    absorbed: set[int] = set()
+    place: dict[int, Node] = {}
+    dead: set[int] = set()
+    next_id = max((v.id for v in graph.values), default=-1) + 1
+    for r1 in list(graph.nodes):
+        if id(r1) in absorbed or not _std(r1, "ReduceMean"):
+            continue
+        m = _match(r1)
+        if m is None or any(id(n) in absorbed for n in m["nodes"]):
+            continue
+        x, gamma = m["x"], m["gamma"]
+        if gamma is None:                        # LayerNormalization needs a Scale: ones
+            if not all(isinstance(d, int) for d in m["ns"]):
+                continue
+            gamma = Value(name=f"{x.name} (ones)", id=next_id, etype=x.etype, shape=m["ns"],
+                          const=np.ones(m["ns"], np.float32 if x.etype.name == "float" else np.float64))
+            next_id += 1
+            graph.values.append(gamma)
+        last = m["nodes"][-1]
+        ln = Node(last.index, "LayerNormalization", "", 17, last.name,
+                  {"axis": m["axis"], "epsilon": m["eps"], "stash_type": 1},
+                  [x, gamma] + ([m["beta"]] if m["beta"] is not None else []), [m["out"]], last.proto)
+        absorbed |= replace(m["nodes"], ln, dead)
+        place[id(last)] = ln
+    return splice(graph, absorbed, place, dead)
