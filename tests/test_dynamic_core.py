@@ -90,17 +90,19 @@ def test_library_alone_keeps_run_time_dims(tmp_path):
 
 
 def test_broadcast_of_symbolic_against_static_dim_is_checked_at_run_time():
-    """Add(a[N], b[5]): the kernel's strides take N == 5; N == 1 at run time (valid numpy
-    broadcasting the plan did not foresee) fails cleanly instead of reading past a."""
+    """Add(a[N], b[5]): N may be 5 or 1 at run time (numpy broadcasting: a's stride is 0 then);
+    any other N fails cleanly, naming the node, instead of reading past a."""
     m = _model([helper.make_node("Add", ["a", "b"], ["y"])],
                [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N"]),
                 helper.make_tensor_value_info("b", TensorProto.FLOAT, [5])],
                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     sess = onnxc.InferenceSession(m.SerializeToString())
-    np.testing.assert_array_equal(sess.run(None, {"a": np.ones(5, np.float32), "b": np.arange(5, dtype=np.float32)})[0],
-                                  np.arange(5, dtype=np.float32) + 1)
-    with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Add"):
-        sess.run(None, {"a": np.ones(1, np.float32), "b": np.ones(5, np.float32)})
+    b = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"a": np.ones(5, np.float32), "b": b})[0], b + 1)
+    np.testing.assert_array_equal(sess.run(None, {"a": np.full(1, 7, np.float32), "b": b})[0], b + 7)
+    for n in (2, 6):
+        with pytest.raises(onnxc.InvalidArgument, match=r"node 0 \(Add"):
+            sess.run(None, {"a": np.ones(n, np.float32), "b": b})
 
 
 def test_dims_from_values_computed_from_inputs():

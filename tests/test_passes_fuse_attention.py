@@ -11,6 +11,7 @@ from util import assert_close, make_model_from_nodes
 
 rng = np.random.default_rng(29)
 TOL = dict(rtol=1e-4, atol=1e-5)
+LEVELS = (1, 99)   # unfused and fused (each level compiles the model: all four in one test)
 N = helper.make_node
 
 
@@ -78,14 +79,14 @@ def test_torch_export_pattern(scale, mask):
     m, feeds = torch_attention(scale=scale, mask=mask)
     assert fused(m)
     assert graph_ops(m, 1).get("Softmax") == 1          # BASIC leaves it
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 @pytest.mark.parametrize("opset", [11, 13, 21])
 def test_opsets_and_k_in_two_transposes(opset):
     m, feeds = torch_attention(opset=opset, k_two_steps=opset != 11)
     assert fused(m)
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def test_nan_inf_and_fully_masked_rows_every_thread_count():
@@ -146,13 +147,13 @@ def test_operand_layouts(case):
     m, feeds = _direct(**case)
     ops = graph_ops(m)
     assert ops == {"FusedAttention": 1}, ops
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def test_output_transpose_that_would_scatter_columns_stays():
     m, feeds = _direct((2, 3, 5, 4), (2, 3, 4, 6), (2, 3, 6, 7), out_perm=[0, 3, 1, 2])
     assert graph_ops(m) == {"FusedAttention": 1, "Transpose": 1}
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def test_transposed_operand_read_elsewhere_is_kept_and_read_as_is():
@@ -161,7 +162,7 @@ def test_transposed_operand_read_elsewhere_is_kept_and_read_as_is():
     m.graph.output.append(helper.make_empty_tensor_value_info("v"))
     ops = graph_ops(m)
     assert ops == {"FusedAttention": 1, "Transpose": 1}, ops
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def _unfusable(kind):
@@ -190,7 +191,7 @@ def _unfusable(kind):
 def test_what_does_not_fuse(kind):
     m, feeds = _unfusable(kind)
     assert "FusedAttention" not in graph_ops(m)
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def sdpa_attention(B=2, S=7, H=3, D=4, fill=0.0, runtime_mask=False):
@@ -228,14 +229,14 @@ def sdpa_attention(B=2, S=7, H=3, D=4, fill=0.0, runtime_mask=False):
 def test_sdpa_export_pattern(fill):
     m, feeds = sdpa_attention(fill=fill)
     assert fused(m), graph_ops(m)
-    ref = run_levels(m, feeds, **TOL)
+    ref = run_levels(m, feeds, levels=LEVELS, **TOL)
     assert not np.isnan(ref[0]).any()      # the masked batch entry is the fill's weighted sum, not NaN
 
 
 def test_mask_dims_known_only_while_running():
     m, feeds = sdpa_attention(runtime_mask=True)
     assert fused(m), graph_ops(m)
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
     bad = dict(feeds, mshape=np.array([2, 1, 3, 7], np.int64))   # broadcasts to neither
     sess = onnxc.InferenceSession(m.SerializeToString())
     with pytest.raises(onnxc.Error, match="FusedAttention|Add|MatMul|shape|dim"):

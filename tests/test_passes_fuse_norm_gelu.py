@@ -12,6 +12,7 @@ from util import make_model_from_nodes
 
 rng = np.random.default_rng(41)
 TOL = dict(rtol=1e-4, atol=1e-5)
+LEVELS = (1, 99)   # unfused and fused (each level compiles the model: all four in one test)
 N = helper.make_node
 
 
@@ -54,7 +55,7 @@ def test_layernorm_pattern(opset, gamma, beta):
     ops = graph_ops(m)
     assert ops.get("LayerNormalization") == 1 and "ReduceMean" not in ops and "Sqrt" not in ops, ops
     assert graph_ops(m, 1).get("ReduceMean") == 2
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 @pytest.mark.parametrize("square,swap,axes", [("Mul", False, (-1,)), ("Pow", True, (-1,)), ("Pow", False, (-2, -1)),
@@ -64,7 +65,7 @@ def test_layernorm_variants(square, swap, axes):
     feeds["x"][1, 2, 3] = np.nan
     feeds["x"][2, 0, 0] = np.inf
     assert graph_ops(m).get("LayerNormalization") == 1
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def _edit(m, fn):
@@ -102,7 +103,7 @@ def test_layernorm_near_misses_stay(kind):
         assert ops.get("LayerNormalization") == 1 and ops.get("Mul") == 1, ops
     else:
         assert "LayerNormalization" not in ops, ops
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def gelu_model(form, after_matmul=True, opset=14, half=0.5, root=math.sqrt(2)):
@@ -136,7 +137,7 @@ def gelu_model(form, after_matmul=True, opset=14, half=0.5, root=math.sqrt(2)):
 def test_gelu_pattern_becomes_the_matmuls_epilogue(form):
     m, feeds = gelu_model(form)
     assert graph_ops(m) == {"FusedMatMul": 1}, graph_ops(m)
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def test_gelu_alone_at_an_old_opset():
@@ -149,11 +150,11 @@ def test_gelu_alone_at_an_old_opset():
 def test_gelu_near_misses_stay(kw):
     m, feeds = gelu_model("legacy", **kw)
     assert graph_ops(m).get("Erf") == 1
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
 
 
 def test_gelu_intermediate_read_elsewhere_stays():
     m, feeds = gelu_model("python")
     m.graph.output.append(helper.make_empty_tensor_value_info("e1"))
     assert graph_ops(m).get("Erf") == 1
-    run_levels(m, feeds, **TOL)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
