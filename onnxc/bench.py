@@ -61,10 +61,15 @@ def _stats(samples: list[float]) -> Timing:
     return Timing(float(np.median(a)), float(np.percentile(a, 90)), len(a))
 
 
-def _calls_per_sample(fn, target_s: float = 0.002) -> int:
-    t = time.perf_counter()
-    fn()
-    dt = max(time.perf_counter() - t, 1e-7)
+def _calls_per_sample(fn, target_s: float = 0.002, tries: int = 7) -> int:
+    """Calls per timed block: target_s over the median of `tries` calls (one slow call, a thread's
+    wake-up or a page fault, must not shrink every block to a few cold calls)."""
+    ts = []
+    for _ in range(tries):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    dt = max(sorted(ts)[len(ts) // 2], 1e-7)
     return max(1, min(1000, int(target_s / dt)))
 
 
@@ -83,8 +88,17 @@ def side_by_side(run_a, run_b, seconds: float = 3.0, warmup: int = 3, settle: fl
         if run_b:
             run_b()
     block = 0.025 if settle else 0.002          # with pauses: longer blocks, at most 40 of them
-    ka = _calls_per_sample(run_a, block)
-    kb = _calls_per_sample(run_b, block) if run_b else 0
+
+    def calls_per_block(run):
+        # measured as the blocks run: after the pause and a wake-up call (right after the warm-up,
+        # the other runtime's workers still spin: 2-thread calls of a 40 us model took ~10 ms then,
+        # and blocks of 2 cold calls each made onnxc look 2x slower than it is)
+        if settle:
+            time.sleep(settle)
+            run()
+        return _calls_per_sample(run, block)
+    ka = calls_per_block(run_a)
+    kb = calls_per_block(run_b) if run_b else 0
     ta, tb = [], []
     end = time.perf_counter() + seconds
     while (time.perf_counter() < end or len(ta) < 5) and not (settle and len(ta) >= 40):
