@@ -13,11 +13,9 @@ strides.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..passes import PRIVATE_DOMAIN
 from ..symbolic import dmax, dmin, product
-from .gemm import sgemm_work_bytes
+from .gemm import c_float, sgemm_work_bytes
 from .registry import OpSpec, register
 
 SLOTS = 8            # threads with a workspace slot each (the attention of a layer has B x H blocks
@@ -94,15 +92,6 @@ def slot_bytes(R, Skv, D, Dv, qscale, kscale):
     return 4 * R * Skv + copies + dmax(sgemm_work_bytes(R, Skv, D), sgemm_work_bytes(R, Dv, Skv)) + 384
 
 
-def _c_float(x) -> str:
-    x = np.float32(x)
-    if np.isnan(x):
-        return "NAN"
-    if np.isinf(x):
-        return "INFINITY" if x > 0 else "-INFINITY"
-    return repr(float(x)) + "f"
-
-
 @register
 class FusedAttention(OpSpec):
     op_type = "FusedAttention"
@@ -117,9 +106,9 @@ class FusedAttention(OpSpec):
         g = geometry(node)
         a = node.attrs
         return {**g, "rows": block_rows(g["Sq"], g["Skv"]), "slots": SLOTS, "mode": int(a["mode"]),
-                "c": _c_float(a["c"]), "cq": _c_float(a["cq"] if g["qscale"] else 1.0),
-                "ck": _c_float(a["ck"] if g["kscale"] else 1.0), "nan_fill": a.get("fill") is not None,
-                "fill": _c_float(a["fill"] if a.get("fill") is not None else 0.0), "mask": g["m"] is not None,
+                "c": c_float(a["c"], "float"), "cq": c_float(a["cq"] if g["qscale"] else 1.0, "float"),
+                "ck": c_float(a["ck"] if g["kscale"] else 1.0, "float"), "nan_fill": a.get("fill") is not None,
+                "fill": c_float(a["fill"] if a.get("fill") is not None else 0.0, "float"), "mask": g["m"] is not None,
                 "mask_checks": [e for e in g["m"] or [] if not e["static"]]}
 
     def scratch(self, node):

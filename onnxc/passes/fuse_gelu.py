@@ -15,23 +15,22 @@ from __future__ import annotations
 import math
 
 from ..ir import Graph, Node, Value
-from .fuse_layernorm import FLOATS, _only, _other, _readers, _scalar, _std
-from .irutil import replace, splice
+from .irutil import FLOATS, only, other, readers, replace, scalar, splice, std
 
 
 def _is(v: Value | None, want: float, rel: float = 0.0) -> bool:
-    c = _scalar(v)
+    c = scalar(v)
     return c is not None and abs(c - want) <= rel * abs(want)
 
 
 def _erf_input(t: Value) -> Value | None:
     """x when t = x / sqrt(2) or x * (1/sqrt(2))."""
     n = t.producer
-    if _std(n, "Div") and _is(n.inputs[1], math.sqrt(2), 1e-6):
+    if std(n, "Div") and _is(n.inputs[1], math.sqrt(2), 1e-6):
         return n.inputs[0]
-    if _std(n, "Mul"):
+    if std(n, "Mul"):
         for x, c in (n.inputs, n.inputs[::-1]):
-            if _is(c, math.sqrt(0.5), 1e-6) and _scalar(x) is None:
+            if _is(c, math.sqrt(0.5), 1e-6) and scalar(x) is None:
                 return x
     return None
 
@@ -39,31 +38,31 @@ def _erf_input(t: Value) -> Value | None:
 def _match(erf: Node):
     t = erf.inputs[0]
     x = _erf_input(t) if t is not None else None
-    if x is None or x.etype is None or x.etype.name not in FLOATS or t.is_output or _readers(t) != [erf]:
+    if x is None or x.etype is None or x.etype.name not in FLOATS or t.is_output or readers(t) != [erf]:
         return None
-    add = _only(erf.outputs[0], "Add")
-    if add is None or not _is(_other(add, erf.outputs[0]), 1.0):
+    add = only(erf.outputs[0], "Add")
+    if add is None or not _is(other(add, erf.outputs[0]), 1.0):
         return None
     e = add.outputs[0]
     nodes = [t.producer, erf, add]
-    m1 = _only(e, "Mul")
+    m1 = only(e, "Mul")
     if m1 is None:
         return None
-    o = _other(m1, e)
+    o = other(m1, e)
     if o is x:                                   # (x * e) * 0.5
-        m2 = _only(m1.outputs[0], "Mul")
-        if m2 is None or not _is(_other(m2, m1.outputs[0]), 0.5):
+        m2 = only(m1.outputs[0], "Mul")
+        if m2 is None or not _is(other(m2, m1.outputs[0]), 0.5):
             return None
         nodes += [m1, m2]
     elif _is(o, 0.5):                            # x * (0.5 * e)
-        m2 = _only(m1.outputs[0], "Mul")
-        if m2 is None or _other(m2, m1.outputs[0]) is not x:
+        m2 = only(m1.outputs[0], "Mul")
+        if m2 is None or other(m2, m1.outputs[0]) is not x:
             return None
         nodes += [m1, m2]
     else:                                        # (x * 0.5) * e
         h = o.producer if o is not None else None
-        if not _std(h, "Mul") or _other(h, x) is None or not _is(_other(h, x), 0.5) \
-                or o.is_output or _readers(o) != [m1]:
+        if not std(h, "Mul") or other(h, x) is None or not _is(other(h, x), 0.5) \
+                or o.is_output or readers(o) != [m1]:
             return None
         nodes += [h, m1]
     y = nodes[-1].outputs[0]
@@ -77,7 +76,7 @@ def fuse_gelu(graph: Graph) -> Graph:
     place: dict[int, Node] = {}
     dead: set[int] = set()
     for erf in list(graph.nodes):
-        if id(erf) in absorbed or not _std(erf, "Erf"):
+        if id(erf) in absorbed or not std(erf, "Erf"):
             continue
         m = _match(erf)
         if m is None or any(id(n) in absorbed for n in m["nodes"]):

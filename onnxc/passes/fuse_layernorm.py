@@ -17,51 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from .irutil import replace, splice
-
-FLOATS = ("float", "double")
-
-
-def _std(n: Node | None, op: str) -> bool:
-    return n is not None and n.domain == "" and n.op_type == op
-
-
-def _readers(v: Value) -> list[Node]:
-    out: list[Node] = []
-    for c in v.consumers:
-        if all(c is not o for o in out):
-            out.append(c)
-    return out
-
-
-def _only(v: Value | None, node_type: str) -> Node | None:
-    """The single distinct reader of v when it is a standard node_type and v is no graph output."""
-    if v is None or v.is_output:
-        return None
-    rs = _readers(v)
-    return rs[0] if len(rs) == 1 and _std(rs[0], node_type) else None
-
-
-def _const(v: Value | None) -> np.ndarray | None:
-    return None if v is None or v.const is None or v.is_input else np.asarray(v.const)
-
-
-def _scalar(v: Value | None) -> float | None:
-    c = _const(v)
-    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
-
-
-def _other(n: Node, v: Value) -> Value | None:
-    a, b = n.inputs[0], n.inputs[1]
-    return b if a is v else a if b is v else None
-
+from .irutil import FLOATS, const, only, other, readers, replace, scalar, splice, std
 
 def _reduced_axes(r: Node, rank: int) -> list[int] | None:
     """Normalized axes of a keepdims ReduceMean, or None when they cannot be told."""
     if int(r.attr("keepdims", 1)) != 1:
         return None
     if r.opset >= 18:
-        axes = _const(r.input(1))
+        axes = const(r.input(1))
         if axes is None:
             return None
         axes = axes.reshape(-1).tolist()
@@ -84,35 +47,35 @@ def _match(r1: Node):
     axes = _reduced_axes(r1, rank)
     if axes is None or axes != list(range(axes[0], rank)):
         return None
-    sub = _only(r1.outputs[0], "Sub")
+    sub = only(r1.outputs[0], "Sub")
     if sub is None or sub.inputs[0] is not x or sub.inputs[1] is not r1.outputs[0]:
         return None
     d = sub.outputs[0]
-    rs = _readers(d)
+    rs = readers(d)
     if d.is_output or len(rs) != 2:
         return None
-    sq = next((n for n in rs if (_std(n, "Pow") and n.inputs[0] is d and _scalar(n.input(1)) == 2.0)
-               or (_std(n, "Mul") and n.inputs[0] is d and n.inputs[1] is d)), None)
-    div = next((n for n in rs if _std(n, "Div") and n.inputs[0] is d), None)
+    sq = next((n for n in rs if (std(n, "Pow") and n.inputs[0] is d and scalar(n.input(1)) == 2.0)
+               or (std(n, "Mul") and n.inputs[0] is d and n.inputs[1] is d)), None)
+    div = next((n for n in rs if std(n, "Div") and n.inputs[0] is d), None)
     if sq is None or div is None:
         return None
-    r2 = _only(sq.outputs[0], "ReduceMean")
+    r2 = only(sq.outputs[0], "ReduceMean")
     if r2 is None or _reduced_axes(r2, rank) != axes:
         return None
-    add = _only(r2.outputs[0], "Add")
-    eps = _scalar(_other(add, r2.outputs[0])) if add is not None else None
+    add = only(r2.outputs[0], "Add")
+    eps = scalar(other(add, r2.outputs[0])) if add is not None else None
     if eps is None:
         return None
-    sqrt = _only(add.outputs[0], "Sqrt")
-    if sqrt is None or div.inputs[1] is not sqrt.outputs[0] or _readers(sqrt.outputs[0]) != [div] \
+    sqrt = only(add.outputs[0], "Sqrt")
+    if sqrt is None or div.inputs[1] is not sqrt.outputs[0] or readers(sqrt.outputs[0]) != [div] \
             or sqrt.outputs[0].is_output:
         return None
     nodes, y = [r1, sub, sq, r2, add, sqrt, div], div.outputs[0]
     ns = tuple(x.shape[axes[0]:])
     gamma = beta = None
     for op in ("Mul", "Add"):                    # [* gamma] [+ beta], each with the normalized shape
-        n = _only(y, op)
-        p = _other(n, y) if n is not None else None
+        n = only(y, op)
+        p = other(n, y) if n is not None else None
         if p is None or p.etype != x.etype or p.shape is None or tuple(p.shape) != ns \
                 or n.outputs[0].shape is None or tuple(n.outputs[0].shape) != tuple(x.shape):
             continue
@@ -128,7 +91,7 @@ def fuse_layernorm(graph: Graph) -> Graph:
     dead: set[int] = set()
     next_id = max((v.id for v in graph.values), default=-1) + 1
     for r1 in list(graph.nodes):
-        if id(r1) in absorbed or not _std(r1, "ReduceMean"):
+        if id(r1) in absorbed or not std(r1, "ReduceMean"):
             continue
         m = _match(r1)
         if m is None or any(id(n) in absorbed for n in m["nodes"]):

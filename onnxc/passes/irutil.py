@@ -1,7 +1,46 @@
 """Helpers for the passes that rewrite the IR (after shape inference)."""
 from __future__ import annotations
 
-from ..ir import Graph, Node
+import numpy as np
+
+from ..ir import Graph, Node, Value
+
+# pattern matching: standard nodes, their readers and constant operands
+FLOATS = ("float", "double")
+
+
+def std(n: Node | None, op: str) -> bool:
+    return n is not None and n.domain == "" and n.op_type == op
+
+
+def readers(v: Value) -> list[Node]:
+    out: list[Node] = []
+    for c in v.consumers:
+        if all(c is not o for o in out):
+            out.append(c)
+    return out
+
+
+def only(v: Value | None, node_type: str) -> Node | None:
+    """The single distinct reader of v when it is a standard node_type and v is no graph output."""
+    if v is None or v.is_output:
+        return None
+    rs = readers(v)
+    return rs[0] if len(rs) == 1 and std(rs[0], node_type) else None
+
+
+def const(v: Value | None) -> np.ndarray | None:
+    return None if v is None or v.const is None or v.is_input else np.asarray(v.const)
+
+
+def scalar(v: Value | None) -> float | None:
+    c = const(v)
+    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
+
+
+def other(n: Node, v: Value) -> Value | None:
+    a, b = n.inputs[0], n.inputs[1]
+    return b if a is v else a if b is v else None
 
 
 def splice(graph: Graph, absorbed: set[int], place: dict[int, Node], dead_values: set[int]) -> Graph:
