@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..ir import Graph, Node, Value
 from ..ops.fused_attention import contiguous, logical, mask_strides
 from . import PRIVATE_DOMAIN
-from .irutil import replace, splice
+from .irutil import fuse_matches, scalar, std
 
 SWAP = [0, 1, 3, 2]
 
@@ -33,19 +33,14 @@ def _only_reader(v: Value | None) -> Node | None:
     return v.consumers[0]
 
 
-def _std(n: Node | None, op: str) -> bool:
-    return n is not None and n.domain == "" and n.op_type == op
-
-
 def _float4(v: Value | None) -> bool:
     return (v is not None and v.etype is not None and v.etype.name == "float" and v.shape is not None
             and len(v.shape) == 4)
 
 
 def _scalar_const(v: Value | None) -> float | None:
-    if v is None or v.const is None or v.is_input or v.etype is None or v.etype.name != "float" or v.const.size != 1:
-        return None
-    return float(v.const.reshape(-1)[0])
+    """A float scalar constant's value (the scale, fill and mask-free constants are float)."""
+    return scalar(v) if v is not None and v.etype is not None and v.etype.name == "float" else None
 
 
 def _perm(n: Node, rank: int) -> list | None:
@@ -57,7 +52,7 @@ def _perm(n: Node, rank: int) -> list | None:
 def _scaled(v: Value, reader: Node):
     """Mul(x, c) (either order, c a scalar constant) producing v for `reader` alone: (x, c, Mul)."""
     n = v.producer
-    if not _std(n, "Mul") or _only_reader(v) is not reader or len(n.inputs) != 2:
+    if not std(n, "Mul") or _only_reader(v) is not reader or len(n.inputs) != 2:
         return None
     for x, k in (n.inputs, n.inputs[::-1]):
         c = _scalar_const(k)
@@ -79,11 +74,11 @@ def _view_step(v: Value, reader: Node):
     if n.op_type != "Reshape" or x is None or x.shape is None or len(x.shape) != 3:
         return None
     t = x.producer                                      # the 3-D swap idiom, from its end
-    if not _std(t, "Transpose") or _only_reader(x) is not n or _perm(t, 3) != [0, 2, 1]:
+    if not std(t, "Transpose") or _only_reader(x) is not n or _perm(t, 3) != [0, 2, 1]:
         return None
     r3 = t.inputs[0]
     r = r3.producer if r3 is not None else None
-    if not _std(r, "Reshape") or _only_reader(r3) is not t or not _float4(r.inputs[0]):
+    if not std(r, "Reshape") or _only_reader(r3) is not t or not _float4(r.inputs[0]):
         return None
     base = r.inputs[0]
     A0, A1, A2, A3 = base.shape
@@ -120,7 +115,7 @@ def _scores(cur: Value, reader: Node):
     if _only_reader(cur) is not reader:
         return None
     node, mode, c, chain = cur.producer, 0, 1.0, []
-    if (_std(node, "Mul") or _std(node, "Div")) and len(node.inputs) == 2:
+    if (std(node, "Mul") or std(node, "Div")) and len(node.inputs) == 2:
         a, b = node.inputs
         if node.op_type == "Mul" and _scalar_const(a) is not None and _scalar_const(b) is None:
             a, b = b, a
@@ -130,7 +125,7 @@ def _scores(cur: Value, reader: Node):
             return None
         mode, c, chain, cur = (1 if node.op_type == "Mul" else 2), k, [node], a
         node = cur.producer
-    if not _std(node, "MatMul") or not _float4(cur):
+    if not std(node, "MatMul") or not _float4(cur):
         return None
     return mode, c, node, [node] + chain
 
@@ -139,8 +134,8 @@ def _nan_fill(p: Value):
     """Where(IsNaN(p), fill, p) reading p (p read by those two alone): (fill, [IsNaN, Where])."""
     if p.is_output or len(p.consumers) != 2:
         return None
-    isnan = next((n for n in p.consumers if _std(n, "IsNaN")), None)
-    where = next((n for n in p.consumers if _std(n, "Where")), None)
+    isnan = next((n for n in p.consumers if std(n, "IsNaN")), None)
+    where = next((n for n in p.consumers if std(n, "Where")), None)
     if isnan is None or where is None or len(where.inputs) != 3 or where.inputs[0] is not isnan.outputs[0] \
             or where.inputs[2] is not p or _only_reader(isnan.outputs[0]) is not where:
         return None
@@ -153,9 +148,11 @@ def _nan_fill(p: Value):
 
 def _match(sm: Node):
     """The fused node's pieces around Softmax `sm`, or None."""
+    if not _float4(sm.inputs[0]) or int(sm.attr("axis", 1 if sm.opset < 13 else -1)) not in (-1, 3):
+        return None
     x = sm.inputs[0]
     mask, found, add = None, None, x.producer
-    if _std(add, "Add") and _only_reader(x) is sm and len(add.inputs) == 2:
+    if std(add, "Add") and _only_reader(x) is sm and len(add.inputs) == 2:
         a, b = add.inputs
         for s, m in ((a, b), (b, a)):       # which operand is the scores: the one a MatMul makes
             if s is None or m is None or m is s or m.etype != s.etype or s.shape is None \
@@ -178,7 +175,7 @@ def _match(sm: Node):
         fill, more = nf
         chain, probs = chain + more, more[-1].outputs[0]
     pv = _only_reader(probs)
-    if not _std(pv, "MatMul") or pv.inputs[0] is not probs or not _float4(pv.outputs[0]):
+    if not std(pv, "MatMul") or pv.inputs[0] is not probs or not _float4(pv.outputs[0]):
         return None
     q, kt, v = qk.inputs[0], qk.inputs[1], pv.inputs[1]
     if not (_float4(q) and _float4(kt) and _float4(v)):
@@ -193,7 +190,7 @@ def _match(sm: Node):
     ops = [_operand(q, qk, True), _operand(kt, qk, True), _operand(v, pv, False)]
     out, yperm, last = pv.outputs[0], None, pv
     t = _only_reader(out)
-    if _std(t, "Transpose") and t.outputs[0] is not None:
+    if std(t, "Transpose") and t.outputs[0] is not None:
         perm = _perm(t, 4)
         if perm is not None:
             yst = contiguous([out.shape[p] for p in perm])
@@ -203,23 +200,13 @@ def _match(sm: Node):
     return {"ins": [o[0] for o in ops] + [mask],
             "attrs": {"perms": {"q": ops[0][1], "k": ops[1][1], "v": ops[2][1], "y": yperm}, "mode": mode,
                       "c": c, "cq": ops[0][2], "ck": ops[1][2], "fill": fill},
-            "out": out, "absorbed": absorbed, "last": last, "qk": qk}
+            "out": out, "nodes": absorbed, "last": last, "qk": qk}
+
+
+def _fused(m) -> Node:
+    qk = m["qk"]
+    return Node(qk.index, "FusedAttention", PRIVATE_DOMAIN, 1, qk.name, m["attrs"], m["ins"], [m["out"]], qk.proto)
 
 
 def fuse_attention(graph: Graph) -> Graph:
-    absorbed: set[int] = set()
-    place: dict[int, Node] = {}
-    dead: set[int] = set()
-    for sm in list(graph.nodes):
-        if id(sm) in absorbed or not _std(sm, "Softmax") or not _float4(sm.inputs[0]) \
-                or int(sm.attr("axis", 1 if sm.opset < 13 else -1)) not in (-1, 3):
-            continue
-        m = _match(sm)
-        if m is None or any(id(n) in absorbed for n in m["absorbed"]):
-            continue
-        qk = m["qk"]
-        fused = Node(qk.index, "FusedAttention", PRIVATE_DOMAIN, 1, qk.name, m["attrs"], m["ins"], [m["out"]],
-                     qk.proto)
-        absorbed |= replace(m["absorbed"], fused, dead)
-        place[id(m["last"])] = fused
-    return splice(graph, absorbed, place, dead)
+    return fuse_matches(graph, "Softmax", _match, _fused)

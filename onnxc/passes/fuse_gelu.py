@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Graph, Node, Value
-from .irutil import FLOATS, only, other, readers, replace, scalar, splice, std
+from .irutil import FLOATS, fuse_matches, only, other, readers, scalar, std
 
 
 def _is(v: Value | None, want: float, rel: float = 0.0) -> bool:
@@ -68,22 +68,13 @@ def _match(erf: Node):
     y = nodes[-1].outputs[0]
     if y.shape is None or x.shape is None or tuple(y.shape) != tuple(x.shape) or y.etype != x.etype:
         return None
-    return {"x": x, "nodes": nodes, "out": y}
+    return {"x": x, "nodes": nodes, "last": nodes[-1], "out": y}
+
+
+def _gelu(m) -> Node:
+    last = m["last"]
+    return Node(last.index, "Gelu", "", 20, last.name, {"approximate": "none"}, [m["x"]], [m["out"]], last.proto)
 
 
 def fuse_gelu(graph: Graph) -> Graph:
-    absorbed: set[int] = set()
-    place: dict[int, Node] = {}
-    dead: set[int] = set()
-    for erf in list(graph.nodes):
-        if id(erf) in absorbed or not std(erf, "Erf"):
-            continue
-        m = _match(erf)
-        if m is None or any(id(n) in absorbed for n in m["nodes"]):
-            continue
-        last = m["nodes"][-1]
-        gelu = Node(last.index, "Gelu", "", 20, last.name, {"approximate": "none"}, [m["x"]], [m["out"]],
-                    last.proto)
-        absorbed |= replace(m["nodes"], gelu, dead)
-        place[id(last)] = gelu
-    return splice(graph, absorbed, place, dead)
+    return fuse_matches(graph, "Erf", _match, _gelu)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from .irutil import FLOATS, const, only, other, readers, replace, scalar, splice, std
+from .irutil import FLOATS, const, fuse_matches, only, other, readers, scalar, std
 
 def _reduced_axes(r: Node, rank: int) -> list[int] | None:
     """Normalized axes of a keepdims ReduceMean, or None when they cannot be told."""
@@ -82,32 +82,25 @@ def _match(r1: Node):
         gamma, beta = (p, beta) if op == "Mul" else (gamma, p)
         nodes.append(n)
         y = n.outputs[0]
-    return {"x": x, "axis": axes[0], "eps": eps, "gamma": gamma, "beta": beta, "nodes": nodes, "out": y, "ns": ns}
+    return {"x": x, "axis": axes[0], "eps": eps, "gamma": gamma, "beta": beta, "nodes": nodes, "last": nodes[-1], "out": y,
+            "ns": ns}
 
 
 def fuse_layernorm(graph: Graph) -> Graph:
-    absorbed: set[int] = set()
-    place: dict[int, Node] = {}
-    dead: set[int] = set()
-    next_id = max((v.id for v in graph.values), default=-1) + 1
-    for r1 in list(graph.nodes):
-        if id(r1) in absorbed or not std(r1, "ReduceMean"):
-            continue
-        m = _match(r1)
-        if m is None or any(id(n) in absorbed for n in m["nodes"]):
-            continue
+    next_id = [max((v.id for v in graph.values), default=-1) + 1]
+
+    def build(m) -> Node | None:
         x, gamma = m["x"], m["gamma"]
         if gamma is None:                        # LayerNormalization needs a Scale: ones
             if not all(isinstance(d, int) for d in m["ns"]):
-                continue
-            gamma = Value(name=f"{x.name} (ones)", id=next_id, etype=x.etype, shape=m["ns"],
+                return None
+            gamma = Value(name=f"{x.name} (ones)", id=next_id[0], etype=x.etype, shape=m["ns"],
                           const=np.ones(m["ns"], np.float32 if x.etype.name == "float" else np.float64))
-            next_id += 1
+            next_id[0] += 1
             graph.values.append(gamma)
-        last = m["nodes"][-1]
-        ln = Node(last.index, "LayerNormalization", "", 17, last.name,
-                  {"axis": m["axis"], "epsilon": m["eps"], "stash_type": 1},
-                  [x, gamma] + ([m["beta"]] if m["beta"] is not None else []), [m["out"]], last.proto)
-        absorbed |= replace(m["nodes"], ln, dead)
-        place[id(last)] = ln
-    return splice(graph, absorbed, place, dead)
+        last = m["last"]
+        return Node(last.index, "LayerNormalization", "", 17, last.name,
+                    {"axis": m["axis"], "epsilon": m["eps"], "stash_type": 1},
+                    [x, gamma] + ([m["beta"]] if m["beta"] is not None else []), [m["out"]], last.proto)
+
+    return fuse_matches(graph, "ReduceMean", _match, build)

@@ -81,3 +81,24 @@ def replace(nodes: list[Node], fused: Node, dead_values: set[int]) -> set[int]:
         if v is not None:
             v.producer = fused
     return gone
+
+
+def fuse_matches(graph: Graph, anchor: str, match, build) -> Graph:
+    """The fusion passes' loop: for each standard `anchor` node not absorbed yet, match(node) gives
+    {"nodes": the nodes to absorb, "last": the one whose place the fused node takes, ...} or None;
+    build(m) gives the fused node (None: leave them). Overlapping matches: the first one wins."""
+    absorbed: set[int] = set()
+    place: dict[int, Node] = {}
+    dead: set[int] = set()
+    for n in list(graph.nodes):
+        if id(n) in absorbed or not std(n, anchor):
+            continue
+        m = match(n)
+        if m is None or any(id(x) in absorbed for x in m["nodes"]):
+            continue
+        fused = build(m)
+        if fused is None:
+            continue
+        absorbed |= replace(m["nodes"], fused, dead)
+        place[id(m["last"])] = fused
+    return splice(graph, absorbed, place, dead)
