@@ -21,7 +21,7 @@ from .passes.fuse_epilogue import fuse_epilogues
 from .passes.fuse_gelu import fuse_gelu
 from .passes.fuse_layernorm import fuse_layernorm
 from .passes.gradient import expand_gradients
-from .passes.prepack import GEMV_SW, gemv_strip_width, prepack_weights, sgemm_block
+from .passes.prepack import GEMV_MAX_M, GEMV_SW, gemv_max_rows, gemv_strip_width, prepack_weights, sgemm_block
 from .passes.prepack_gemm import prepack_gemm_panels
 from .passes.transpose_reshape import eliminate_pairs
 from .ops import lookup
@@ -87,10 +87,11 @@ def optimize_proto(proto: onnx.ModelProto, level: int) -> onnx.ModelProto:
 
 def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, module: str = "",
                   weights_mode: str = "incbin", gemm_block: tuple[int, int] | None = None,
-                  gemv_sw: int = GEMV_SW) -> Compiled:
+                  gemv_sw: int = GEMV_SW, gemv_rows: int = GEMV_MAX_M) -> Compiled:
     """gemm_block: the SGEMM register block (MR, NR) of the compiler that will build this C;
     known only when building here (build_library), it enables compile-time weight packing.
-    gemv_sw: the column-strip width for batch-1 Gemm weights (that compiler's 1-row tile)."""
+    gemv_sw: the column-strip width for batch-1 Gemm weights (that compiler's 1-row tile);
+    gemv_rows: the Gemm rows up to which those strips are used (that compiler's kernels)."""
     graph = ir.from_model(optimize_proto(proto, options.optimization_level))
     graph.meta["source_ops"] = source_ops(proto)
     shapes.infer(graph, options.free_dims)
@@ -98,7 +99,8 @@ def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, modul
         if options.optimization_level >= lvl:
             graph = fn(graph)
     if options.optimization_level >= passes.ALL and gemm_block is not None:
-        graph = prepack_gemm_panels(prepack_weights(graph, gemm_block, gemv_sw), gemm_block)
+        graph = prepack_weights(graph, gemm_block, gemv_sw, gemv_rows)
+        graph = prepack_gemm_panels(graph, gemm_block, gemv_rows)
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
     sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module,
@@ -141,6 +143,7 @@ def build_library(model, options: Options = Options(), cache_dir: str | Path | N
 
     def sources():
         return compile_model(proto, options, module=modname, gemm_block=sgemm_block(tc.cc, tc.flags),
-                             gemv_sw=gemv_strip_width(tc.cc, tc.flags)).sources
+                             gemv_sw=gemv_strip_width(tc.cc, tc.flags),
+                             gemv_rows=gemv_max_rows(tc.cc, tc.flags)).sources
 
     return build.build_cached(key, sources, tc, cache)

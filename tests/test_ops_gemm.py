@@ -1,10 +1,11 @@
 """Gemm and MatMul against onnx.reference, plus the SGEMM kernel's blocking edges."""
+import platform
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper, numpy_helper
 
 import onnxc
 from onnxc.ops import gemm as gemm_op
@@ -509,6 +510,40 @@ def test_gemv_strip_width_is_the_builds_tile():
     cpu = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     if "-march=native" in tc.flags and " avx2" in cpu and " avx512f" not in cpu:
         assert sw == 64
+
+
+def test_gemv_max_rows_follow_the_isa():
+    """Every layout macro is asked in one query (a macro the regex cannot read turns off all
+    prepacking): the strips serve 1 row with AVX2's 2-row groups, up to 8 with AVX-512's 6-row ones."""
+    from onnxc import build
+    from onnxc.passes.prepack import GEMV_MAX_M, _kernel_macros, gemv_max_rows, sgemm_block
+    tc = build.toolchain()
+    found = _kernel_macros(tc.cc, tc.flags)
+    assert found is not None and sgemm_block(tc.cc, tc.flags) is not None
+    assert gemv_max_rows(tc.cc, tc.flags) == found["ONNXC_GEMV_MAX_M"] in (1, 8)
+    if platform.machine() in ("x86_64", "AMD64"):
+        base = tuple(f for f in tc.flags if not f.startswith(("-march", "-mtune")))
+        assert gemv_max_rows(tc.cc, base + ("-mavx2", "-mfma")) == 1
+        assert gemv_max_rows(tc.cc, base + ("-mavx512f", "-mavx512bw", "-mfma")) == 8
+    assert gemv_max_rows(tc.cc, ("-DONNXC_GEMM_PLAIN_C",)) == GEMV_MAX_M
+
+
+def test_gemm_rows_around_the_strips_limit():
+    """A symbolic batch picks the strips up to the build's limit and the prepacked SGEMM above it,
+    whose last row tile takes every height from 1 to MR: each matches the reference."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((40, 37)).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+    node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 37])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 40])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    sess = onnxc.InferenceSession(m.SerializeToString())
+    for n in range(1, 18):
+        x = rng.standard_normal((n, 37)).astype(np.float32)
+        y = sess.run(None, {"x": x})[0]
+        np.testing.assert_allclose(y, x @ w.T + bias, rtol=1e-5, atol=1e-5)
 
 
 def _compile_isa(src, name, flags, tmp_path):

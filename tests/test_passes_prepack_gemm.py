@@ -46,8 +46,8 @@ def feed(m, rows):
     return {"A": rng.standard_normal(shape).astype(np.float32)}
 
 
-def packed_nodes(m, block=(8, 48)):
-    c = compile_model(loader.load(m), Options(optimization_level=99), gemm_block=block)
+def packed_nodes(m, block=(8, 48), **kw):
+    c = compile_model(loader.load(m), Options(optimization_level=99), gemm_block=block, **kw)
     return c, [n for n in c.graph.nodes if n.attrs.get("_panels")]
 
 
@@ -56,6 +56,10 @@ def test_which_nodes_get_panels():
     assert len(nodes) == 1 and nodes[0].attrs["_panels"]["only"]          # static rows > 8
     _, nodes = packed_nodes(gemm_model(4, 100, 70))
     assert nodes == []                                                  # few rows: the strips
+    _, nodes = packed_nodes(gemm_model(4, 100, 70), gemv_rows=1)        # strips for 1 row only (AVX2)
+    assert len(nodes) == 1 and nodes[0].attrs["_panels"]["only"] and nodes[0].attrs["_panels"]["min"] == 1
+    _, nodes = packed_nodes(gemm_model("batch", 100, 70), gemv_rows=1)  # both: 1 row strips, else panels
+    assert len(nodes) == 1 and nodes[0].attrs["_panels"]["only"] and nodes[0].attrs["_prepacked"]["max_m"] == 1
     _, nodes = packed_nodes(gemm_model("batch", 100, 70, trans_a=1))
     assert len(nodes) == 1 and not nodes[0].attrs["_panels"]["only"]     # no strips: plain B kept
     _, nodes = packed_nodes(gemm_model("batch", 100, 70, matmul=True, lead=(2,)))

@@ -191,8 +191,8 @@ class Gemm(OpSpec):
         pre = node.attrs.get("_prepacked") or {}
         if not pre.get("gemv"):
             return {"gemv": False, "gemv_only": False}
-        from ..passes.prepack import GEMV_MAX_M
-        return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": GEMV_MAX_M, "gemv_sw": pre["sw"]}
+        return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": pre["max_m"],
+                "gemv_sw": pre["sw"]}
 
     def lowp(self, node) -> dict:
         """float16/bfloat16: float copies of A and B and the float result, after the SGEMM work."""
@@ -291,8 +291,7 @@ def panels(node) -> dict:
     pan = node.attrs.get("_panels")
     if not pan:
         return {"panels": None}
-    from ..passes.prepack import GEMV_MAX_M
-    return {"panels": pan, "panels_min": GEMV_MAX_M}
+    return {"panels": pan, "panels_min": pan["min"]}
 
 
 def _private_domain() -> str:

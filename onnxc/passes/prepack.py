@@ -10,7 +10,8 @@ compile time (#error on a mismatch, never a silently wrong product).
 
 Batch-1 layers (onnxc_gemv.h, any ISA reads any strip width, so done whatever the block): a float
 Gemm with constant B and few rows gets op(B) (K x N) as column strips (input 4, `_prepacked` =
-{"gemv": 1, "sw": width}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W as
+{"gemv": 1, "sw": width, "max_m": the rows up to which they are used, the build's ONNXC_GEMV_MAX_M
+from gemv_max_rows()}); LSTM/RNN/GRU(linear_before_reset) with constant W and R get W as
 gate-interleaved SGEMM panels and R in blocks of hidden units with their gates side by side, per
 direction (inputs 8 and 9, `_prepacked_rnn`; layouts in passes/prepack_rnn.py). Strip layout
 (gemv_strips): columns padded with zeros to a multiple of GEMV_PAD, cut into strips of sw columns,
@@ -38,9 +39,10 @@ from ..ops.gemm import SGEMM_KC
 ALIGN = 64
 GEMV_SW = 128      # strip width when the compiler cannot be asked (ONNXC_GEMV_TILE_W otherwise)
 GEMV_PAD = 16      # mirrors ONNXC_GEMV_PAD in runtime_c/onnxc_gemv.h
-GEMV_MAX_M = 8     # Gemm rows up to which the strips kernel beats the packed SGEMM
+GEMV_MAX_M = 8     # rows up to which strips / small-M kernels beat the packed SGEMM when the
+                   # compiler cannot be asked (ONNXC_GEMV_MAX_M otherwise, gemv_max_rows)
 
-_KERNEL_MACROS = ("ONNXC_SGEMM_MR", "ONNXC_SGEMM_NR", "ONNXC_GEMV_TILE_W")
+_KERNEL_MACROS = ("ONNXC_SGEMM_MR", "ONNXC_SGEMM_NR", "ONNXC_GEMV_TILE_W", "ONNXC_GEMV_MAX_M")
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,6 +80,14 @@ def gemv_strip_width(cc: str, flags: tuple[str, ...]) -> int:
     found = _kernel_macros(cc, flags)
     sw = found["ONNXC_GEMV_TILE_W"] if found else GEMV_SW
     return sw if sw > 0 and sw % GEMV_PAD == 0 else GEMV_SW
+
+
+def gemv_max_rows(cc: str, flags: tuple[str, ...]) -> int:
+    """Gemm rows up to which the strips beat the packed SGEMM under these flags (1 with AVX2's
+    2-row groups, 8 with AVX-512's 6); GEMV_MAX_M when it cannot be told."""
+    found = _kernel_macros(cc, flags)
+    rows = found["ONNXC_GEMV_MAX_M"] if found else GEMV_MAX_M
+    return rows if rows >= 1 else GEMV_MAX_M
 
 
 def w_swapped(M: int, N: int, MR: int, NR: int) -> bool:
@@ -126,13 +136,14 @@ def _add_input(graph: Graph, node, index: int, name: str, data: np.ndarray, next
     return next_id + 1
 
 
-def _gemm_strips(graph: Graph, node, next_id: int, sw: int) -> int:
-    """Gemm/FusedGemm: op(B) as strips (input 4) when A has few rows (or a symbolic count)."""
+def _gemm_strips(graph: Graph, node, next_id: int, sw: int, max_rows: int) -> int:
+    """Gemm/FusedGemm: op(B) as strips (input 4) when A has at most max_rows rows (or a symbolic
+    count: the strips serve the run's rows up to max_rows)."""
     a, b = node.inputs[0], node.inputs[1]
     if not _const_float(b) or a.etype.name != "float" or int(node.attr("transA", 0)) or len(node.inputs) > 4:
         return next_id
     M = a.shape[0]
-    if isinstance(M, int) and M > GEMV_MAX_M:
+    if isinstance(M, int) and M > max_rows:
         return next_id
     w = np.asarray(b.const, np.float32)
     if w.ndim != 2:
@@ -141,7 +152,7 @@ def _gemm_strips(graph: Graph, node, next_id: int, sw: int) -> int:
     next_id = _add_input(graph, node, 4, f"{b.name} (strips)", gemv_strips(kn, sw), next_id)
     if isinstance(M, int):      # a symbolic row count may need the plain B for the SGEMM
         node.attrs["_unread"] = (1,)
-    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int), "sw": sw}
+    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int), "sw": sw, "max_m": max_rows}
     return next_id
 
 
@@ -244,7 +255,8 @@ def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
     return next_id
 
 
-def prepack_weights(graph: Graph, block: tuple[int, int] | None, strip_width: int = GEMV_SW) -> Graph:
+def prepack_weights(graph: Graph, block: tuple[int, int] | None, strip_width: int = GEMV_SW,
+                    strip_rows: int = GEMV_MAX_M) -> Graph:
     from ..ops import lookup
     from ..ops.conv import pointwise_rows_ok, pointwise_strided
     next_id = max((v.id for v in graph.values), default=-1) + 1
@@ -262,7 +274,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None, strip_width: in
                 and not node.attrs.get("_prepacked_rnn"):
             next_id = _rnn_strips(graph, node, next_id, block)
         if node.op_type in ("Gemm", "FusedGemm") and node.attrs.get("_prepacked") is None:
-            next_id = _gemm_strips(graph, node, next_id, strip_width)
+            next_id = _gemm_strips(graph, node, next_id, strip_width, strip_rows)
     if block is None:
         return graph
     MR, NR = block

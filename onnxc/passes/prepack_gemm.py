@@ -6,9 +6,11 @@ A float Gemm/FusedGemm with constant B, or MatMul/FusedMatMul with a constant 2-
 blob; the kernel calls onnxc_sgemm_bpacked, so no call packs the weights (an MLP at batch 32
 spent a third of its time repacking them) and threads never wait for each other.
 
-Rows up to GEMV_MAX_M keep their faster paths (Gemm: the strips of passes/prepack.py; MatMul:
-onnxc_sgemm's small-M kernels), so a symbolic row count keeps the plain B beside the panels.
-The node gets `_panels` = {"index": input index of the panels, "mr", "nr", "only": plain B unread}.
+Rows up to the build's `strip_rows` (prepack.gemv_max_rows) keep their faster paths (Gemm: the
+strips of passes/prepack.py; MatMul: onnxc_sgemm's small-M kernels, which lose to the panels from
+2 rows on AVX2: a 784-512-512 MatMul MLP at 2-8 rows 0.37-0.59x the time through the panels), so a
+symbolic row count keeps the plain B beside the panels. The node gets `_panels` = {"index": input
+index of the panels, "mr", "nr", "only": plain B unread, "min": the rows above which they are used}.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def _rows(node):
     return (rows if rows is not None else "symbolic"), w
 
 
-def prepack_gemm_panels(graph: Graph, block: tuple[int, int]) -> Graph:
+def prepack_gemm_panels(graph: Graph, block: tuple[int, int], strip_rows: int = GEMV_MAX_M) -> Graph:
     MR, NR = block
     next_id = max((v.id for v in graph.values), default=-1) + 1
     for node in graph.nodes:
@@ -50,7 +52,7 @@ def prepack_gemm_panels(graph: Graph, block: tuple[int, int]) -> Graph:
             continue
         rows, kn = found
         static = isinstance(rows, int)
-        if static and rows <= GEMV_MAX_M:
+        if static and rows <= strip_rows:
             continue
         index = 5 if node.op_type in ("Gemm", "FusedGemm") else 4
         next_id = _add_input(graph, node, index, f"{node.inputs[1].name} (panels)",
@@ -61,5 +63,5 @@ def prepack_gemm_panels(graph: Graph, block: tuple[int, int]) -> Graph:
         only = static or bool(gemv)
         if only:
             node.attrs["_unread"] = tuple(sorted(set(node.attrs.get("_unread", ())) | {1}))
-        node.attrs["_panels"] = {"index": index, "mr": MR, "nr": NR, "only": only}
+        node.attrs["_panels"] = {"index": index, "mr": MR, "nr": NR, "only": only, "min": strip_rows}
     return graph
