@@ -39,12 +39,14 @@ typedef struct {
 /* workspace bytes of one thread's slot: a block of scores, the scaled copies of Q's block and of
  * K's head (qs, ks: 0 or 1), the products' SGEMM workspace */
 #define ONNXC__ATTN_UP64(x) ((((int64_t)(x)) + 63) / 64 * 64)
+/* the products' part of a slot (gw) */
+#define ONNXC__ATTN_GW_BYTES(R, Skv, D, Dv)                                                   \
+    (ONNXC_SGEMM_WORK_BYTES((R), (Skv), (D)) > ONNXC_SGEMM_WORK_BYTES((R), (Dv), (Skv))      \
+         ? ONNXC_SGEMM_WORK_BYTES((R), (Skv), (D))                                         \
+         : ONNXC_SGEMM_WORK_BYTES((R), (Dv), (Skv)))
 #define ONNXC_ATTN_SLOT_BYTES(R, Skv, D, Dv, qs, ks)                                          \
     (ONNXC__ATTN_UP64((int64_t)4 * (R) * (Skv)) + ONNXC__ATTN_UP64((int64_t)4 * (qs) * (R) * (D)) + \
-     ONNXC__ATTN_UP64((int64_t)4 * (ks) * (Skv) * (D)) +                                    \
-     (ONNXC_SGEMM_WORK_BYTES((R), (Skv), (D)) > ONNXC_SGEMM_WORK_BYTES((R), (Dv), (Skv))      \
-          ? ONNXC_SGEMM_WORK_BYTES((R), (Skv), (D))                                        \
-          : ONNXC_SGEMM_WORK_BYTES((R), (Dv), (Skv))) + 128)
+     ONNXC__ATTN_UP64((int64_t)4 * (ks) * (Skv) * (D)) + ONNXC__ATTN_GW_BYTES(R, Skv, D, Dv) + 128)
 
 /* rows x cols of x (element (i, j) at x[i * rs + j * cs]) times c, into dst (row-major, cols wide) */
 static inline void onnxc__attn_scaled(const float *x, int64_t rs, int64_t cs, int64_t rows, int64_t cols,
@@ -76,7 +78,19 @@ static inline void onnxc__attn_block(const onnxc_attn *a, int64_t b, int64_t h, 
     }
     /* op(A) = Q rows, op(B) = K^T (d, j) and V (j, e): transposed where the unit stride says */
     const int tq = qd != 1, tk = kd == 1, tv = a->v[3] != 1;
-    onnxc_sgemm(tq, tk, r, Skv, D, 1.0f, q, tq ? qd : qi, k, tk ? kj : kd, 0.0f, S, Skv, gw, 1);
+    /* Q's rows and V in place, only K^T packed (onnxc_sgemm_direct), where they are that way
+     * round, a few hundred deep at most and the workspace holds it; else onnxc_sgemm packs both */
+    const int64_t gw_bytes = ONNXC__ATTN_GW_BYTES(r, Skv, D, a->Dv);
+    const int64_t kp_floats = onnxc__roundup(Skv, ONNXC_SGEMM_NR) * D;
+    if (!tq && tk && D <= ONNXC_SGEMM_KC && 64 + 4 * kp_floats + ONNXC_SGEMM_DIRECT_BYTES(D) <= gw_bytes) {
+        float *const kp = onnxc__align64(gw);
+        for (int64_t j = 0; j < Skv; j += ONNXC_SGEMM_NR)
+            onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_NR, Skv - j), D, k + j * kj, kj, 1, kp + j * D,
+                              ONNXC_SGEMM_NR);
+        onnxc_sgemm_direct(r, Skv, D, q, qi, kp, D * ONNXC_SGEMM_NR, ONNXC_SGEMM_NR, 1, 0.0f, S, Skv,
+                           kp + kp_floats);
+    } else
+        onnxc_sgemm(tq, tk, r, Skv, D, 1.0f, q, tq ? qd : qi, k, tk ? kj : kd, 0.0f, S, Skv, gw, 1);
     for (int64_t i = 0; i < r; i += 4) {
         const int64_t n = r - i < 4 ? r - i : 4;
         /* scale and mask four rows, then their softmax while they are in L1 */
@@ -103,7 +117,10 @@ static inline void onnxc__attn_block(const onnxc_attn *a, int64_t b, int64_t h, 
             for (int64_t t = i * Skv; t < (i + n) * Skv; ++t)
                 S[t] = S[t] != S[t] ? a->fill : S[t];
     }
-    onnxc_sgemm(0, tv, r, a->Dv, Skv, 1.0f, S, Skv, v, tv ? a->v[3] : a->v[2], 0.0f, y, a->y[2], gw, 1);
+    if (!tv && Skv <= ONNXC_SGEMM_KC && ONNXC_SGEMM_DIRECT_BYTES(Skv) <= gw_bytes)
+        onnxc_sgemm_direct(r, a->Dv, Skv, S, Skv, v, ONNXC_SGEMM_NR, a->v[2], 0, 0.0f, y, a->y[2], gw);
+    else
+        onnxc_sgemm(0, tv, r, a->Dv, Skv, 1.0f, S, Skv, v, tv ? a->v[3] : a->v[2], 0.0f, y, a->y[2], gw, 1);
 }
 
 /* work: `slots` slots of ONNXC_ATTN_SLOT_BYTES (rounded up to 64) each, plus 64 bytes to align */

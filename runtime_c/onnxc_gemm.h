@@ -342,6 +342,20 @@ ONNXC_GEMM_FN void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t r
 #define ONNXC__SGEMM_KS(MRU, NVU) ((MRU) * (NVU) >= 8 ? 1 : (MRU) * (NVU) >= 4 ? 2 : 4)
 #define ONNXC__SGEMM_KLOOP_THIN(MRU, NVU) ONNXC__SGEMM_KLOOP_KS(MRU, NVU, ONNXC__SGEMM_KS(MRU, NVU))
 
+/* A partial or strided accumulator tile to C through onnxc__sgemm_store_tail (rows past MR zero) */
+ONNXC_GEMM_INL void onnxc__sgemm_store_acc(onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV], float *c, int64_t rsc,
+                                           int64_t csc, int mr, int nr, float alpha, float beta)
+{
+    float tmp[ONNXC__TAIL_ROWS * ONNXC_SGEMM_NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < ONNXC__TAIL_ROWS; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL,
+                          i < ONNXC_SGEMM_MR ? acc[i][j] : (onnxc_vf){0});
+    onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
+}
+
 /* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
  * element (i, j) of C at c[i*rsc + j*csc]. (Starting from C when beta == 1 measured slower: the
  * first multiply-adds wait for C.) */
@@ -404,14 +418,7 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
                 onnxc__vstore(c + i * rsc + j * ONNXC_SGEMM_VL, acc[i][j]);
         return;
     }
-    float tmp[ONNXC__TAIL_ROWS * ONNXC_SGEMM_NR];
-#pragma GCC unroll 16
-    for (int i = 0; i < ONNXC__TAIL_ROWS; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            onnxc__vstore(tmp + i * ONNXC_SGEMM_NR + j * ONNXC_SGEMM_VL,
-                          i < ONNXC_SGEMM_MR ? acc[i][j] : (onnxc_vf){0});
-    onnxc__sgemm_store_tail(tmp, c, rsc, csc, mr, nr, alpha, beta);
+    onnxc__sgemm_store_acc(acc, c, rsc, csc, mr, nr, alpha, beta);
 }
 
 ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
@@ -865,6 +872,105 @@ ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int
         onnxc__sgemm_blocked(N, M, K, alpha, B, bcs, brs, A, acs, ars, beta, C, 1, ldc, work, nt, NULL, NULL);
     else
         onnxc__sgemm_blocked(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, 1, work, nt, NULL, NULL);
+}
+
+/* ---- small products read in place ------------------------------------------------------------ *
+ * C (M x N, row stride ldc) = op(A) B + beta * C (beta 0 or 1) for op(A) with unit k stride (row i
+ * at A + i * lda) and B with unit column stride, its NR-wide panel p's row k at B + p * pstr +
+ * k * ldb: a row-major matrix (pstr = NR, ldb = its row stride) or panels packed by
+ * onnxc__sgemm_pack (pstr = K * NR, ldb = NR, padded = 1: the last panel's zero columns are
+ * there). The full tiles read both operands where they lie; only a row tail (M % MR rows) and an
+ * unpadded column tail are copied, zero-padded, into work: ONNXC_SGEMM_DIRECT_BYTES(K). For
+ * products a few hundred deep at most (K <= ONNXC_SGEMM_KC: a B panel stays in L1 for every row
+ * tile): attention's per-head products, where packing both operands took about a quarter of
+ * their time. */
+#define ONNXC_SGEMM_DIRECT_BYTES(K) ((int64_t)4 * (ONNXC_SGEMM_MR + ONNXC_SGEMM_NR) * (K) + 64)
+
+#if defined(ONNXC_GEMM_VEC)
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict a, int64_t lda,
+                                               const float *restrict b, int64_t ldb, float *restrict c,
+                                               int64_t ldc, int mr, int nr, float beta)
+{
+    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
+    const float *ar[ONNXC_SGEMM_MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+        ar[i] = a + i * lda;
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            acc[i][j] = (onnxc_vf){0};
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        onnxc_vf bv[ONNXC_SGEMM_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            bv[j] = onnxc__vload(b + k * ldb + j * ONNXC_SGEMM_VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+            const float av = ar[i][k];
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                acc[i][j] += av * bv[j];
+        }
+    }
+    if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR) {
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
+                float *const p = c + i * ldc + j * ONNXC_SGEMM_VL;
+                onnxc__vstore(p, beta == 0.0f ? acc[i][j] : acc[i][j] + onnxc__vload(p));
+            }
+        return;
+    }
+    onnxc__sgemm_store_acc(acc, c, ldc, 1, mr, nr, 1.0f, beta);
+}
+#endif
+
+ONNXC_GEMM_FN void onnxc_sgemm_direct(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                                      const float *B, int64_t pstr, int64_t ldb, int padded, float beta,
+                                      float *C, int64_t ldc, void *work)
+{
+    if (M <= 0 || N <= 0)
+        return;
+#if defined(ONNXC_GEMM_VEC)
+    float *const ea = onnxc__align64(work);              /* MR x K: the row tail, zero-padded */
+    float *const eb = ea + ONNXC_SGEMM_MR * K;            /* K x NR: an unpadded column tail */
+    const int64_t mfull = M / ONNXC_SGEMM_MR * ONNXC_SGEMM_MR;
+    if (mfull < M)
+        for (int64_t i = 0; i < ONNXC_SGEMM_MR; ++i)
+            for (int64_t k = 0; k < K; ++k)
+                ea[i * K + k] = mfull + i < M ? A[(mfull + i) * lda + k] : 0.0f;
+    for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
+        const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
+        const float *bp = B + (j / ONNXC_SGEMM_NR) * pstr;
+        int64_t bs = ldb;
+        if (nr < ONNXC_SGEMM_NR && !padded) {
+            for (int64_t k = 0; k < K; ++k)
+                for (int q = 0; q < ONNXC_SGEMM_NR; ++q)
+                    eb[k * ONNXC_SGEMM_NR + q] = q < nr ? bp[k * ldb + q] : 0.0f;
+            bp = eb;
+            bs = ONNXC_SGEMM_NR;
+        }
+        for (int64_t i = 0; i < mfull; i += ONNXC_SGEMM_MR)
+            onnxc__sgemm_kernel_direct(K, A + i * lda, lda, bp, bs, C + i * ldc + j, ldc, ONNXC_SGEMM_MR, nr,
+                                       beta);
+        if (mfull < M)
+            onnxc__sgemm_kernel_direct(K, ea, K, bp, bs, C + mfull * ldc + j, ldc, (int)(M - mfull), nr, beta);
+    }
+#else
+    /* portable build: one multiply-add at a time */
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+            const float *const bp = B + (j / ONNXC_SGEMM_NR) * pstr + j % ONNXC_SGEMM_NR;
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; ++k)
+                s += A[i * lda + k] * bp[k * ldb];
+            C[i * ldc + j] = beta == 0.0f ? s : s + C[i * ldc + j];
+        }
+    (void)padded;
+    (void)work;
+#endif
 }
 
 /* ---- constant left operand (weights) packed once, multiplied many times --------------------- *

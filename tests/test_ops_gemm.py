@@ -628,7 +628,8 @@ SGEMM_EDGE_C = r"""
 /* records: int64 mode, ta, tb, M, N, K, nt, ldc; float alpha, beta; then A (op(A) stored as ta says),
  * B (as tb says), C (M x ldc; mode 4: N x ldc, element (i, j) at j*ldc + i). Writes C back.
  * mode 0 onnxc_sgemm, 1/2 wpack+wmul (swapped 0/1), 3 bpacked (B packed in NR panels),
- * 4 one micro-kernel call storing its tile transposed (M <= MR, N <= NR). */
+ * 4 one micro-kernel call storing its tile transposed (M <= MR, N <= NR), 5/6 onnxc_sgemm_direct
+ * (alpha 1, beta 0 or 1) over B in place / over B packed in NR panels. */
 static float *rd(FILE *f, int64_t n) { float *p = malloc(sizeof(float) * (n + 1)); if (fread(p, sizeof(float), n, f) != (size_t)n) exit(2); return p; }
 int main(int argc, char **argv)
 {
@@ -649,6 +650,13 @@ int main(int argc, char **argv)
         } else if (mode == 3) {
             onnxc__sgemm_prepack(N, K, B, tb ? ldb : 1, tb ? 1 : ldb, onnxc__align64(pk), ONNXC_SGEMM_NR, (int)nt);
             onnxc_sgemm_bpacked((int)ta, M, N, K, ab[0], A, lda, onnxc__align64(pk), ab[1], C, ldc, work, (int)nt);
+        } else if (mode == 5) {
+            onnxc_sgemm_direct(M, N, K, A, K, B, ONNXC_SGEMM_NR, N, 0, ab[1], C, ldc, work);
+        } else if (mode == 6) {
+            float *bp = onnxc__align64(pk);
+            for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR)
+                onnxc__sgemm_pack(onnxc__gmin(ONNXC_SGEMM_NR, N - j), K, B + j, 1, N, bp + j * K, ONNXC_SGEMM_NR);
+            onnxc_sgemm_direct(M, N, K, A, K, bp, K * ONNXC_SGEMM_NR, ONNXC_SGEMM_NR, 1, ab[1], C, ldc, work);
         } else {   /* A plain (M x K), B plain (K x N) */
             float *ap = onnxc__align64(work), *bp = ap + ONNXC_SGEMM_MR * K + 16;
             onnxc__sgemm_pack(M, K, A, K, 1, ap, ONNXC_SGEMM_MR);
@@ -680,6 +688,10 @@ def _sgemm_edge_jobs(mr, nr):
                  (mr // 2 + 1, 3), (max(1, mr // 4), nr)):   # transposed tile stores, row-narrow kernels
         for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (0.75, -0.5)):
             jobs.append((4, 0, 0, M, N, 37, 1, alpha, beta))
+    for i, (M, N, K) in enumerate([(mr, nr, kc), (mr + 1, nr - 1, 64), (2 * mr - 1, 3 * nr + 5, 1),
+                                   (1, 1, 7), (mr - 1, 2 * nr, 128), (130, 66, 64), (7, 5, 33)]):
+        for mode in (5, 6):   # onnxc_sgemm_direct: row and column tails, in place and packed
+            jobs.append((mode, 0, 0, M, N, K, 1, 1.0, float((i + mode) % 2)))
     return jobs
 
 
