@@ -553,6 +553,105 @@ ONNXC_GEMM_INL float *onnxc__align64(void *p)
     return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
+/* ---- small products read in place ------------------------------------------------------------ *
+ * C (M x N, row stride ldc) = op(A) B + beta * C (beta 0 or 1) for op(A) with unit k stride (row i
+ * at A + i * lda) and B with unit column stride, its NR-wide panel p's row k at B + p * pstr +
+ * k * ldb: a row-major matrix (pstr = NR, ldb = its row stride) or panels packed by
+ * onnxc__sgemm_pack (pstr = K * NR, ldb = NR, padded = 1: the last panel's zero columns are
+ * there). The full tiles read both operands where they lie; only a row tail (M % MR rows) and an
+ * unpadded column tail are copied, zero-padded, into work: ONNXC_SGEMM_DIRECT_BYTES(K). For
+ * products a few hundred deep at most (K <= ONNXC_SGEMM_KC: a B panel stays in L1 for every row
+ * tile): attention's per-head products, where packing both operands took about a quarter of
+ * their time. */
+#define ONNXC_SGEMM_DIRECT_BYTES(K) ((int64_t)4 * (ONNXC_SGEMM_MR + ONNXC_SGEMM_NR) * (K) + 64)
+
+#if defined(ONNXC_GEMM_VEC)
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict a, int64_t lda,
+                                               const float *restrict b, int64_t ldb, float *restrict c,
+                                               int64_t ldc, int mr, int nr, float beta)
+{
+    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
+    const float *ar[ONNXC_SGEMM_MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+        ar[i] = a + i * lda;
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            acc[i][j] = (onnxc_vf){0};
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        onnxc_vf bv[ONNXC_SGEMM_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+            bv[j] = onnxc__vload(b + k * ldb + j * ONNXC_SGEMM_VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
+            const float av = ar[i][k];
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                acc[i][j] += av * bv[j];
+        }
+    }
+    if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR) {
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
+                float *const p = c + i * ldc + j * ONNXC_SGEMM_VL;
+                onnxc__vstore(p, beta == 0.0f ? acc[i][j] : acc[i][j] + onnxc__vload(p));
+            }
+        return;
+    }
+    onnxc__sgemm_store_acc(acc, c, ldc, 1, mr, nr, 1.0f, beta);
+}
+#endif
+
+ONNXC_GEMM_FN void onnxc_sgemm_direct(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                                      const float *B, int64_t pstr, int64_t ldb, int padded, float beta,
+                                      float *C, int64_t ldc, void *work)
+{
+    if (M <= 0 || N <= 0)
+        return;
+#if defined(ONNXC_GEMM_VEC)
+    float *const ea = onnxc__align64(work);              /* MR x K: the row tail, zero-padded */
+    float *const eb = ea + ONNXC_SGEMM_MR * K;            /* K x NR: an unpadded column tail */
+    const int64_t mfull = M / ONNXC_SGEMM_MR * ONNXC_SGEMM_MR;
+    if (mfull < M)
+        for (int64_t i = 0; i < ONNXC_SGEMM_MR; ++i)
+            for (int64_t k = 0; k < K; ++k)
+                ea[i * K + k] = mfull + i < M ? A[(mfull + i) * lda + k] : 0.0f;
+    for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
+        const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
+        const float *bp = B + (j / ONNXC_SGEMM_NR) * pstr;
+        int64_t bs = ldb;
+        if (nr < ONNXC_SGEMM_NR && !padded) {
+            for (int64_t k = 0; k < K; ++k)
+                for (int q = 0; q < ONNXC_SGEMM_NR; ++q)
+                    eb[k * ONNXC_SGEMM_NR + q] = q < nr ? bp[k * ldb + q] : 0.0f;
+            bp = eb;
+            bs = ONNXC_SGEMM_NR;
+        }
+        for (int64_t i = 0; i < mfull; i += ONNXC_SGEMM_MR)
+            onnxc__sgemm_kernel_direct(K, A + i * lda, lda, bp, bs, C + i * ldc + j, ldc, ONNXC_SGEMM_MR, nr,
+                                       beta);
+        if (mfull < M)
+            onnxc__sgemm_kernel_direct(K, ea, K, bp, bs, C + mfull * ldc + j, ldc, (int)(M - mfull), nr, beta);
+    }
+#else
+    /* portable build: one multiply-add at a time */
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+            const float *const bp = B + (j / ONNXC_SGEMM_NR) * pstr + j % ONNXC_SGEMM_NR;
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; ++k)
+                s += A[i * lda + k] * bp[k * ldb];
+            C[i * ldc + j] = beta == 0.0f ? s : s + C[i * ldc + j];
+        }
+    (void)padded;
+    (void)work;
+#endif
+}
+
 /* Blocked product on packed panels: C(i, j) at C[i*rsc + j*csc], op(A)(i, k) at A[i*ars + k*acs],
  * op(B)(k, j) at B[k*brs + j*bcs]. Loops: A chunks of MCH rows -> depth blocks of KC (pack the
  * A chunk) -> B blocks of NC columns (pack) -> tiles (MC rows x column group) over threads ->
@@ -780,6 +879,17 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t
         onnxc__sgemm_bcols_share(t, sp->shares, M, N, K, alpha, A, ars, acs, beta, C, rsc, csc, Ap, Bp, Bpre);
         return;
     }
+    if (!by_cols && sp->shares == 1 && N <= ONNXC_SGEMM_NR && acs == 1 && csc == 1 && alpha == 1.0f &&
+        (beta == 0.0f || beta == 1.0f)) {
+        /* one column panel: each element of A meets NR columns only, and packing A cost more than
+         * the product (a classifier's 32 x 10 x 512, AVX2); A's rows read in place instead */
+        for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+            const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
+            onnxc_sgemm_direct(M, N, kc, A + pc, ars, Bpre + pc * Np, kc * ONNXC_SGEMM_NR, ONNXC_SGEMM_NR, 1,
+                               pc == 0 ? beta : 1.0f, C, rsc, work);
+        }
+        return;
+    }
     float *const mine = slots + t * slot * W * kcmax;
     for (int64_t q0 = t * q; q0 < onnxc__gmin((t + 1) * q, P); q0 += slot) {
         const int64_t q1 = onnxc__gmin(onnxc__gmin(q0 + slot, (t + 1) * q), P);
@@ -872,105 +982,6 @@ ONNXC_GEMM_FN void onnxc_sgemm(int transA, int transB, int64_t M, int64_t N, int
         onnxc__sgemm_blocked(N, M, K, alpha, B, bcs, brs, A, acs, ars, beta, C, 1, ldc, work, nt, NULL, NULL);
     else
         onnxc__sgemm_blocked(M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc, 1, work, nt, NULL, NULL);
-}
-
-/* ---- small products read in place ------------------------------------------------------------ *
- * C (M x N, row stride ldc) = op(A) B + beta * C (beta 0 or 1) for op(A) with unit k stride (row i
- * at A + i * lda) and B with unit column stride, its NR-wide panel p's row k at B + p * pstr +
- * k * ldb: a row-major matrix (pstr = NR, ldb = its row stride) or panels packed by
- * onnxc__sgemm_pack (pstr = K * NR, ldb = NR, padded = 1: the last panel's zero columns are
- * there). The full tiles read both operands where they lie; only a row tail (M % MR rows) and an
- * unpadded column tail are copied, zero-padded, into work: ONNXC_SGEMM_DIRECT_BYTES(K). For
- * products a few hundred deep at most (K <= ONNXC_SGEMM_KC: a B panel stays in L1 for every row
- * tile): attention's per-head products, where packing both operands took about a quarter of
- * their time. */
-#define ONNXC_SGEMM_DIRECT_BYTES(K) ((int64_t)4 * (ONNXC_SGEMM_MR + ONNXC_SGEMM_NR) * (K) + 64)
-
-#if defined(ONNXC_GEMM_VEC)
-ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict a, int64_t lda,
-                                               const float *restrict b, int64_t ldb, float *restrict c,
-                                               int64_t ldc, int mr, int nr, float beta)
-{
-    onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
-    const float *ar[ONNXC_SGEMM_MR];
-#pragma GCC unroll 16
-    for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
-        ar[i] = a + i * lda;
-#pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            acc[i][j] = (onnxc_vf){0};
-    }
-    for (int64_t k = 0; k < kc; ++k) {
-        onnxc_vf bv[ONNXC_SGEMM_NV];
-#pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-            bv[j] = onnxc__vload(b + k * ldb + j * ONNXC_SGEMM_VL);
-#pragma GCC unroll 16
-        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
-            const float av = ar[i][k];
-#pragma GCC unroll 4
-            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-                acc[i][j] += av * bv[j];
-        }
-    }
-    if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR) {
-#pragma GCC unroll 16
-        for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
-#pragma GCC unroll 4
-            for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
-                float *const p = c + i * ldc + j * ONNXC_SGEMM_VL;
-                onnxc__vstore(p, beta == 0.0f ? acc[i][j] : acc[i][j] + onnxc__vload(p));
-            }
-        return;
-    }
-    onnxc__sgemm_store_acc(acc, c, ldc, 1, mr, nr, 1.0f, beta);
-}
-#endif
-
-ONNXC_GEMM_FN void onnxc_sgemm_direct(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                                      const float *B, int64_t pstr, int64_t ldb, int padded, float beta,
-                                      float *C, int64_t ldc, void *work)
-{
-    if (M <= 0 || N <= 0)
-        return;
-#if defined(ONNXC_GEMM_VEC)
-    float *const ea = onnxc__align64(work);              /* MR x K: the row tail, zero-padded */
-    float *const eb = ea + ONNXC_SGEMM_MR * K;            /* K x NR: an unpadded column tail */
-    const int64_t mfull = M / ONNXC_SGEMM_MR * ONNXC_SGEMM_MR;
-    if (mfull < M)
-        for (int64_t i = 0; i < ONNXC_SGEMM_MR; ++i)
-            for (int64_t k = 0; k < K; ++k)
-                ea[i * K + k] = mfull + i < M ? A[(mfull + i) * lda + k] : 0.0f;
-    for (int64_t j = 0; j < N; j += ONNXC_SGEMM_NR) {
-        const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
-        const float *bp = B + (j / ONNXC_SGEMM_NR) * pstr;
-        int64_t bs = ldb;
-        if (nr < ONNXC_SGEMM_NR && !padded) {
-            for (int64_t k = 0; k < K; ++k)
-                for (int q = 0; q < ONNXC_SGEMM_NR; ++q)
-                    eb[k * ONNXC_SGEMM_NR + q] = q < nr ? bp[k * ldb + q] : 0.0f;
-            bp = eb;
-            bs = ONNXC_SGEMM_NR;
-        }
-        for (int64_t i = 0; i < mfull; i += ONNXC_SGEMM_MR)
-            onnxc__sgemm_kernel_direct(K, A + i * lda, lda, bp, bs, C + i * ldc + j, ldc, ONNXC_SGEMM_MR, nr,
-                                       beta);
-        if (mfull < M)
-            onnxc__sgemm_kernel_direct(K, ea, K, bp, bs, C + mfull * ldc + j, ldc, (int)(M - mfull), nr, beta);
-    }
-#else
-    /* portable build: one multiply-add at a time */
-    for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-            const float *const bp = B + (j / ONNXC_SGEMM_NR) * pstr + j % ONNXC_SGEMM_NR;
-            float s = 0.0f;
-            for (int64_t k = 0; k < K; ++k)
-                s += A[i * lda + k] * bp[k * ldb];
-            C[i * ldc + j] = beta == 0.0f ? s : s + C[i * ldc + j];
-        }
-    (void)padded;
-    (void)work;
-#endif
 }
 
 /* ---- constant left operand (weights) packed once, multiplied many times --------------------- *
