@@ -568,7 +568,7 @@ ONNXC_GEMM_INL float *onnxc__align64(void *p)
 #if defined(ONNXC_GEMM_VEC)
 ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict a, int64_t lda,
                                                const float *restrict b, int64_t ldb, float *restrict c,
-                                               int64_t ldc, int mr, int nr, float beta)
+                                               int64_t ldc, int mr, int nr, float beta, int64_t pf)
 {
     onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
     const float *ar[ONNXC_SGEMM_MR];
@@ -582,8 +582,11 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict
     for (int64_t k = 0; k < kc; ++k) {
         onnxc_vf bv[ONNXC_SGEMM_NV];
 #pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
+            if (pf)   /* the next panel's row k into L2 (weights stream from L3) */
+                __builtin_prefetch(b + k * ldb + pf + j * ONNXC_SGEMM_VL, 0, 2);
             bv[j] = onnxc__vload(b + k * ldb + j * ONNXC_SGEMM_VL);
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
             const float av = ar[i][k];
@@ -616,7 +619,11 @@ ONNXC_GEMM_FN void onnxc_sgemm_direct(int64_t M, int64_t N, int64_t K, const flo
     float *const ea = onnxc__align64(work);              /* MR x K: the row tail, zero-padded */
     float *const eb = ea + ONNXC_SGEMM_MR * K;            /* K x NR: an unpadded column tail */
     const int64_t mfull = M / ONNXC_SGEMM_MR * ONNXC_SGEMM_MR;
-    if (mfull < M)
+    /* the row tail: over padded panels packed for the packed kernel, whose thin tiles cost what
+     * their rows do (2 rows, not MR); else row-major for the direct one */
+    if (mfull < M && padded)
+        onnxc__sgemm_pack(M - mfull, K, A + mfull * lda, lda, 1, ea, ONNXC_SGEMM_MR);
+    else if (mfull < M)
         for (int64_t i = 0; i < ONNXC_SGEMM_MR; ++i)
             for (int64_t k = 0; k < K; ++k)
                 ea[i * K + k] = mfull + i < M ? A[(mfull + i) * lda + k] : 0.0f;
@@ -631,11 +638,17 @@ ONNXC_GEMM_FN void onnxc_sgemm_direct(int64_t M, int64_t N, int64_t K, const flo
             bp = eb;
             bs = ONNXC_SGEMM_NR;
         }
+        /* the first row tile fetches the next full panel into L2 (ONNXC__BPF's reason) */
+        const int64_t pf = j + 2 * ONNXC_SGEMM_NR <= N ? pstr : 0;
         for (int64_t i = 0; i < mfull; i += ONNXC_SGEMM_MR)
             onnxc__sgemm_kernel_direct(K, A + i * lda, lda, bp, bs, C + i * ldc + j, ldc, ONNXC_SGEMM_MR, nr,
-                                       beta);
-        if (mfull < M)
-            onnxc__sgemm_kernel_direct(K, ea, K, bp, bs, C + mfull * ldc + j, ldc, (int)(M - mfull), nr, beta);
+                                       beta, i == 0 ? pf : 0);
+        if (mfull < M && padded)
+            onnxc__sgemm_kernel_pf(K, ea, bp, C + mfull * ldc + j, ldc, 1, (int)(M - mfull), nr, 1.0f, beta,
+                                   mfull == 0 ? pf : 0);
+        else if (mfull < M)
+            onnxc__sgemm_kernel_direct(K, ea, K, bp, bs, C + mfull * ldc + j, ldc, (int)(M - mfull), nr, beta,
+                                       mfull == 0 ? pf : 0);
     }
 #else
     /* portable build: one multiply-add at a time */
@@ -882,7 +895,8 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t
     if (!by_cols && sp->shares == 1 && N <= ONNXC_SGEMM_NR && acs == 1 && csc == 1 && alpha == 1.0f &&
         (beta == 0.0f || beta == 1.0f)) {
         /* one column panel: each element of A meets NR columns only, and packing A cost more than
-         * the product (a classifier's 32 x 10 x 512, AVX2); A's rows read in place instead */
+         * the product (a classifier's 32 x 10 x 512, AVX2: 16.4-17.3 -> 6.4-8.0 us); A's rows read
+         * in place. (Not for more panels: packed A was 0.88x the time at 32 x 512 x 784.) */
         for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
             const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
             onnxc_sgemm_direct(M, N, kc, A + pc, ars, Bpre + pc * Np, kc * ONNXC_SGEMM_NR, ONNXC_SGEMM_NR, 1,
