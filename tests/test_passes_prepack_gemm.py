@@ -63,7 +63,13 @@ def test_which_nodes_get_panels():
     _, nodes = packed_nodes(gemm_model("batch", 100, 70, trans_a=1))
     assert len(nodes) == 1 and not nodes[0].attrs["_panels"]["only"]     # no strips: plain B kept
     _, nodes = packed_nodes(gemm_model("batch", 100, 70, matmul=True, lead=(2,)))
-    assert len(nodes) == 1 and not nodes[0].attrs["_panels"]["only"]
+    assert len(nodes) == 1 and nodes[0].attrs["_panels"]["only"]         # MatMul: strips serve few rows
+    c, nodes = packed_nodes(gemm_model("n", 100, 70, matmul=True), gemv_rows=1)   # MatMul: strips at 4, panels at 5
+    mm = [n for n in c.graph.nodes if n.op_type in ("MatMul", "FusedMatMul")]
+    assert len(mm) == 1 and mm[0].attrs["_prepacked"]["index"] == 4 and mm[0].attrs["_panels"]["index"] == 5
+    c, nodes = packed_nodes(gemm_model(1, 100, 70, matmul=True), gemv_rows=1)     # one static row: strips only
+    mm = [n for n in c.graph.nodes if n.op_type in ("MatMul", "FusedMatMul")]
+    assert nodes == [] and mm[0].attrs["_prepacked"]["gemv"] and 1 in mm[0].attrs["_unread"]
     firmware = compile_model(loader.load(gemm_model(32, 100, 70)), Options(optimization_level=99))
     assert not any(n.attrs.get("_panels") for n in firmware.graph.nodes)    # no block known: none
 
@@ -83,6 +89,8 @@ CASES = {
     "gemm_transA": (dict(rows="n", K=64, N=50, trans_a=1, tail="residual"), [3, 12]),
     "matmul_3d_gelu": (dict(rows=20, K=256, N=200, matmul=True, lead=(3,), tail="gelu"), [20]),
     "matmul_symbolic": (dict(rows="s", K=513, N=49, matmul=True, lead=(2,)), [1, 5, 64]),
+    "matmul_batch1_relu": (dict(rows=1, K=300, N=70, matmul=True, tail="relu"), [1]),
+    "matmul_rows_residual": (dict(rows="n", K=200, N=33, matmul=True, tail="residual"), [1, 2, 9]),
 }
 
 

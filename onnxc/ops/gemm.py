@@ -182,17 +182,8 @@ class Gemm(OpSpec):
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
-            **epilogue(node), **self.lowp(node), **self.gemv(node, M), **panels(node),
+            **epilogue(node), **self.lowp(node), **gemv_params(node, M), **panels(node),
         }
-
-    def gemv(self, node, M) -> dict:
-        """op(B) prepacked as strips (passes/prepack.py): few rows use onnxc_sgemv_strips (input 4);
-        `gemv_only`: M is static, so the plain B and the SGEMM are never needed."""
-        pre = node.attrs.get("_prepacked") or {}
-        if not pre.get("gemv"):
-            return {"gemv": False, "gemv_only": False}
-        return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": pre["max_m"],
-                "gemv_sw": pre["sw"]}
 
     def lowp(self, node) -> dict:
         """float16/bfloat16: float copies of A and B and the float result, after the SGEMM work."""
@@ -210,7 +201,7 @@ class Gemm(OpSpec):
     def scratch(self, node):
         if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
-        if self.gemv(node, self.dims(node)[2])["gemv_only"]:
+        if gemv_params(node, self.dims(node)[2])["gemv_only"]:
             return 0
         return self.lowp(node)["end"]
 
@@ -220,7 +211,7 @@ class MatMul(OpSpec):
     """numpy.matmul: 1-D operands are promoted (and the added dim removed), batch dims broadcast."""
     op_type = "MatMul"
     template = "matmul.c.j2"
-    headers = ("onnxc_gemm.h",)
+    headers = ("onnxc_gemm.h", "onnxc_gemv.h")
 
     def dims(self, node):
         a, b = node.inputs[0], node.inputs[1]
@@ -265,7 +256,9 @@ class MatMul(OpSpec):
             p.update(dims=dims, astr=[s * M * K for s in ast], bstr=[s * K * N for s in bst],
                      ystr=[s * M * N for s in reversed(ystr)])
         if self.folds(node):
-            p.update(panels(node))
+            p.update(panels(node), **gemv_params(node, p["M"]))
+        else:
+            p.update(gemv=False, gemv_only=False)
         work = sgemm_work_bytes(p["M"], p["N"], p["K"])
         # batched float GEMMs (attention's per-head products, each small): whole GEMMs per thread
         # when there are enough of them, each thread with its own SGEMM workspace
@@ -281,7 +274,19 @@ class MatMul(OpSpec):
     def scratch(self, node):
         if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
-        return self.params(node)["end"]
+        p = self.params(node)
+        return 0 if p["gemv_only"] else p["end"]
+
+
+def gemv_params(node, M) -> dict:
+    """op(B) prepacked as strips (passes/prepack.py): up to `gemv_max_m` rows use
+    onnxc_sgemv_strips_dir (input `gemv_index`); `gemv_only`: M is static, so the plain B and the
+    SGEMM are never needed."""
+    pre = node.attrs.get("_prepacked") or {}
+    if not pre.get("gemv"):
+        return {"gemv": False, "gemv_only": False}
+    return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": pre["max_m"], "gemv_sw": pre["sw"],
+            "gemv_index": pre.get("index", 4)}
 
 
 def panels(node) -> dict:

@@ -137,12 +137,20 @@ def _add_input(graph: Graph, node, index: int, name: str, data: np.ndarray, next
 
 
 def _gemm_strips(graph: Graph, node, next_id: int, sw: int, max_rows: int) -> int:
-    """Gemm/FusedGemm: op(B) as strips (input 4) when A has at most max_rows rows (or a symbolic
-    count: the strips serve the run's rows up to max_rows)."""
+    """Gemm/FusedGemm, MatMul/FusedMatMul with a 2-D B: op(B) as strips (input 4) when A has at most
+    max_rows rows (MatMul: its leading dims folded) or a symbolic count (the strips serve the run's
+    rows up to max_rows)."""
     a, b = node.inputs[0], node.inputs[1]
-    if not _const_float(b) or a.etype.name != "float" or int(node.attr("transA", 0)) or len(node.inputs) > 4:
+    if not _const_float(b) or a.etype.name != "float" or int(node.attr("transA", 0) or 0) or len(node.inputs) > 4:
         return next_id
-    M = a.shape[0]
+    if node.op_type in ("MatMul", "FusedMatMul"):
+        if a.rank < 1 or b.rank != 2:
+            return next_id
+        M = 1
+        for d in a.shape[:-1]:
+            M = M * d if isinstance(d, int) and isinstance(M, int) else "symbolic"
+    else:
+        M = a.shape[0]
     if isinstance(M, int) and M > max_rows:
         return next_id
     w = np.asarray(b.const, np.float32)
@@ -152,7 +160,8 @@ def _gemm_strips(graph: Graph, node, next_id: int, sw: int, max_rows: int) -> in
     next_id = _add_input(graph, node, 4, f"{b.name} (strips)", gemv_strips(kn, sw), next_id)
     if isinstance(M, int):      # a symbolic row count may need the plain B for the SGEMM
         node.attrs["_unread"] = (1,)
-    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int), "sw": sw, "max_m": max_rows}
+    node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int), "sw": sw, "max_m": max_rows,
+                                "index": 4}
     return next_id
 
 
@@ -273,7 +282,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None, strip_width: in
         if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
                 and not node.attrs.get("_prepacked_rnn"):
             next_id = _rnn_strips(graph, node, next_id, block)
-        if node.op_type in ("Gemm", "FusedGemm") and node.attrs.get("_prepacked") is None:
+        if node.op_type in ("Gemm", "FusedGemm", "MatMul", "FusedMatMul") and node.attrs.get("_prepacked") is None:
             next_id = _gemm_strips(graph, node, next_id, strip_width, strip_rows)
     if block is None:
         return graph

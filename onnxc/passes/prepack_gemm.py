@@ -33,7 +33,8 @@ def _rows(node):
             return None
         rows = a.shape[1] if int(node.attr("transA", 0)) else a.shape[0]
         return rows, (w.T if int(node.attr("transB", 0)) else w)
-    if len(node.inputs) > 4 or a.rank < 2:
+    strips = bool((node.attrs.get("_prepacked") or {}).get("gemv"))
+    if len(node.inputs) > (5 if strips else 4) or a.rank < 2:
         return None
     rows = 1
     for d in a.shape[:-1]:
@@ -54,10 +55,10 @@ def prepack_gemm_panels(graph: Graph, block: tuple[int, int], strip_rows: int = 
         static = isinstance(rows, int)
         if static and rows <= strip_rows:
             continue
-        index = 5 if node.op_type in ("Gemm", "FusedGemm") else 4
+        gemv = (node.attrs.get("_prepacked") or {}).get("gemv")
+        index = 5 if node.op_type in ("Gemm", "FusedGemm") or gemv else 4
         next_id = _add_input(graph, node, index, f"{node.inputs[1].name} (panels)",
                              pack(np.ascontiguousarray(kn.T), NR), next_id)
-        gemv = (node.attrs.get("_prepacked") or {}).get("gemv")
         # the plain B is still read by the small-row path of a symbolic row count, unless the
         # strips serve those rows
         only = static or bool(gemv)
