@@ -236,14 +236,9 @@ ONNXC_GEMM_INL void onnxc__sgemv_strips(int64_t M, int64_t s0, int64_t s1, int64
     }
 }
 
-/* onnxc_sgemv_strips reading the strips in either order (each thread keeps its own strips, so
- * its share stays in its L2 either way). A caller that alternates the order from run to run
- * starts each run on the strips the last one read last, still in L2 where the weights are a
- * bit larger than it: a batch-1 MLP's 2.6 MB on a 2 MB L2 (Xeon) took 0.80-0.88x the time of
- * always front to back; no change where L2 is much smaller (Zen 3, 512 KB). Every column's
- * arithmetic is the same in both orders: the results are identical. */
-/* A node's run count (a block-scope static of the generated code), for the order above: runs on
- * several threads at once may read the same count, which only changes the order, not results. */
+/* A node's run count (a block-scope static of the generated code), for onnxc_sgemv_strips_dir's
+ * order below: runs on several threads at once may read the same count, which only changes the
+ * order, not results. */
 static inline unsigned onnxc_tick(unsigned *count)
 {
 #if defined(__GNUC__)
@@ -253,6 +248,12 @@ static inline unsigned onnxc_tick(unsigned *count)
 #endif
 }
 
+/* onnxc_sgemv_strips reading the strips in either order (each thread keeps its own strips, so
+ * its share stays in its L2 either way). A caller that alternates the order from run to run
+ * starts each run on the strips the last one read last, still in L2 where the weights are a
+ * bit larger than it: a batch-1 MLP's 2.6 MB on a 2 MB L2 (Xeon) took 0.80-0.88x the time of
+ * always front to back; no change where L2 is much smaller (Zen 3, 512 KB). Every column's
+ * arithmetic is the same in both orders: the results are identical. */
 ONNXC_GEMM_FN void onnxc_sgemv_strips_dir(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                                           int64_t lda, const float *Bs, int64_t sw, float beta, float *C,
                                           int64_t ldc, int num_threads, int reverse)

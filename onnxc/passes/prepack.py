@@ -136,6 +136,14 @@ def _add_input(graph: Graph, node, index: int, name: str, data: np.ndarray, next
     return next_id + 1
 
 
+def folded_rows(a) -> int | str:
+    """MatMul's A rows with its leading dims folded into one GEMM ("symbolic" if any is)."""
+    rows = 1
+    for d in a.shape[:-1]:
+        rows = rows * d if isinstance(d, int) and isinstance(rows, int) else "symbolic"
+    return rows
+
+
 def _gemm_strips(graph: Graph, node, next_id: int, sw: int, max_rows: int) -> int:
     """Gemm/FusedGemm, MatMul/FusedMatMul with a 2-D B: op(B) as strips (input 4) when A has at most
     max_rows rows (MatMul: its leading dims folded) or a symbolic count (the strips serve the run's
@@ -146,9 +154,7 @@ def _gemm_strips(graph: Graph, node, next_id: int, sw: int, max_rows: int) -> in
     if node.op_type in ("MatMul", "FusedMatMul"):
         if a.rank < 1 or b.rank != 2:
             return next_id
-        M = 1
-        for d in a.shape[:-1]:
-            M = M * d if isinstance(d, int) and isinstance(M, int) else "symbolic"
+        M = folded_rows(a)
     else:
         M = a.shape[0]
     if isinstance(M, int) and M > max_rows:

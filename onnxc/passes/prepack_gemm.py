@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph
-from .prepack import GEMV_MAX_M, _add_input, _const_float, pack
+from .prepack import GEMV_MAX_M, _add_input, _const_float, folded_rows, pack
 
 
 def _rows(node):
@@ -36,10 +36,7 @@ def _rows(node):
     strips = bool((node.attrs.get("_prepacked") or {}).get("gemv"))
     if len(node.inputs) > (5 if strips else 4) or a.rank < 2:
         return None
-    rows = 1
-    for d in a.shape[:-1]:
-        rows = rows * d if isinstance(d, int) and isinstance(rows, int) else None
-    return (rows if rows is not None else "symbolic"), w
+    return folded_rows(a), w
 
 
 def prepack_gemm_panels(graph: Graph, block: tuple[int, int], strip_rows: int = GEMV_MAX_M) -> Graph:
