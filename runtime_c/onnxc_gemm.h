@@ -263,6 +263,10 @@ ONNXC_GEMM_FN void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t r
 #define ONNXC__SGEMM_KLOOP(MRU, NVU, pf)                                                        \
     do {                                                                                       \
         const float *ap = a, *bp = b;                                                          \
+        /* four depths per trip: the loop's own adds and branch no longer crowd the multiply- \
+         * adds (Zen 3, paired per call: BERT's 128-row layers 0.91-0.98x, an MLP at batch 32 \
+         * 0.94-0.98x, 1024^3 0.96-1.0x; bert end to end 0.975-0.986x; the same sums) */      \
+        _Pragma("GCC unroll 4")                                                                \
         for (int64_t k = 0; k < kc; ++k) {                                                     \
             onnxc_vf bv[NVU];                                                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j) {                          \
@@ -579,6 +583,7 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
             acc[i][j] = (onnxc_vf){0};
     }
+#pragma GCC unroll 2   /* as ONNXC__SGEMM_KLOOP's (attention, paired: 0.96-0.98x the time) */
     for (int64_t k = 0; k < kc; ++k) {
         onnxc_vf bv[ONNXC_SGEMM_NV];
 #pragma GCC unroll 4
