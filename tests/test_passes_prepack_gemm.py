@@ -14,7 +14,7 @@ from onnxc.compiler import Options, compile_model
 rng = np.random.default_rng(23)
 
 
-def gemm_model(rows, K, N, *, trans_a=0, trans_b=0, tail=None, matmul=False, lead=()):
+def gemm_model(rows, K, N, *, trans_a=0, trans_b=0, tail=None, matmul=False, lead=(), alpha=0.5):
     """y = tail(A @ B + bias) with B (and bias) constant; rows int or a symbolic name."""
     a_shape = ([K, rows] if trans_a else [rows, K]) if not matmul else [*lead, rows, K]
     b = (rng.standard_normal((N, K) if trans_b else (K, N)) * 0.2).astype(np.float32)
@@ -23,10 +23,14 @@ def gemm_model(rows, K, N, *, trans_a=0, trans_b=0, tail=None, matmul=False, lea
     if matmul:
         nodes = [helper.make_node("MatMul", ["A", "B"], ["m"]), helper.make_node("Add", ["m", "bias"], ["g"])]
     else:
-        nodes = [helper.make_node("Gemm", ["A", "B", "bias"], ["g"], transA=trans_a, transB=trans_b, alpha=0.5)]
+        nodes = [helper.make_node("Gemm", ["A", "B", "bias"], ["g"], transA=trans_a, transB=trans_b, alpha=alpha)]
     out = "g"
     if tail == "relu":
         nodes.append(helper.make_node("Relu", ["g"], ["y"]))
+        out = "y"
+    elif tail == "clip":
+        inits += [numpy_helper.from_array(np.float32(-0.5), "lo"), numpy_helper.from_array(np.float32(0.75), "hi")]
+        nodes.append(helper.make_node("Clip", ["g", "lo", "hi"], ["y"]))
         out = "y"
     elif tail == "gelu":
         nodes.append(helper.make_node("Gelu", ["g"], ["y"]))
@@ -91,6 +95,11 @@ CASES = {
     "matmul_symbolic": (dict(rows="s", K=513, N=49, matmul=True, lead=(2,)), [1, 5, 64]),
     "matmul_batch1_relu": (dict(rows=1, K=300, N=70, matmul=True, tail="relu"), [1]),
     "matmul_rows_residual": (dict(rows="n", K=200, N=33, matmul=True, tail="residual"), [1, 2, 9]),
+    # the tile epilogue (bias and clamp on each finished tile): row shares, column shares (few
+    # rows at 2 threads), two depth blocks, one column panel (N <= NR), Gemm's one-row C
+    "matmul_bias_relu_tiles": (dict(rows="n", K=300, N=130, matmul=True, tail="relu"), [7, 40, 200]),
+    "matmul_bias_narrow": (dict(rows="n", K=100, N=12, matmul=True), [30, 97]),
+    "gemm_bias_clip_tiles": (dict(rows="n", K=200, N=70, tail="clip", alpha=1.0), [13, 130]),
 }
 
 

@@ -65,7 +65,7 @@ def epilogue(node) -> dict:
     from ..passes import PRIVATE_DOMAIN
     from ..passes.fuse_epilogue import activation_expr, clamp_bounds
     if node.domain != PRIVATE_DOMAIN:
-        return {"act": "", "has_res": False, "clamp": None}
+        return {"act": "", "has_res": False, "clamp": None, "epi_act": None, "epi_float": False}
     act = node.attr("activation")
     expr = activation_expr(act) if act is not None else ""
     if expr is None:
@@ -74,7 +74,29 @@ def epilogue(node) -> dict:
     # vectors in registers (onnxc_pw_rows, the AVX-512 depthwise)
     lohi = clamp_bounds(act) if act is not None and node.outputs[0].etype.name == "float" else None
     clamp = tuple(c_float(b, "float") for b in lohi) if lohi else None
-    return {"act": re.sub(r"\ba0\b", "v", expr), "has_res": node.input(3) is not None, "clamp": clamp}
+    return {"act": re.sub(r"\ba0\b", "v", expr), "has_res": node.input(3) is not None, "clamp": clamp,
+            "epi_act": epilogue_act(act, node.outputs[0].etype, clamp),
+            "epi_float": node.outputs[0].etype.name == "float"}
+
+
+def epilogue_act(act, et: dtypes.ElemType, clamp) -> tuple[str, str, str] | None:
+    """The activation as onnxc_gemm.h's tile epilogue names it, (kind, lo, hi), where that
+    computes what the template's expression does (float only): none, or Relu / Clip (the clamps
+    of clamp_bounds); None for any other (the template applies it after the product)."""
+    if et.name != "float":
+        return None
+    if act is None:
+        return ("ONNXC_EPI_NONE", "0.0f", "0.0f")
+    if clamp is not None:
+        return ("ONNXC_EPI_CLAMP", clamp[0], clamp[1])
+    return None
+    if act is None:
+        return ("ONNXC_EPI_NONE", "0.0f", "0.0f")
+    if clamp is not None:
+        return ("ONNXC_EPI_CLAMP", clamp[0], clamp[1])
+    if act.op_type == "Gelu" and act.domain == "" and attr_enum(act, "approximate", ("none", "tanh")) == "none":
+        return ("ONNXC_EPI_GELU", "0.0f", "0.0f")
+    return None
 
 
 def residual_inplace(node, others) -> list[tuple[int, int]]:
@@ -180,6 +202,8 @@ class Gemm(OpSpec):
             "lda": a.shape[1], "ldb": b.shape[1],
             "alpha": c_float(alpha, ct), "beta": c_float(beta, ct),
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
+            # C one row broadcast, added as it is: the prepacked product's epilogue may add it
+            "c_per_column": cs == (0, 1) and alpha == 1.0 and beta == 1.0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
             **epilogue(node), **self.lowp(node), **gemv_params(node, M), **panels(node),
