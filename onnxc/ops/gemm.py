@@ -61,11 +61,13 @@ EPILOGUE_HEADERS = ("onnxc_math.h", "onnxc_vmath.h")
 
 def epilogue(node) -> dict:
     """What a fused node (passes/fuse_epilogue.py) applies after its product: the residual
-    (input 3) and the activation as a C expression over `v` ("" when none)."""
+    (input 3) and the activation as a C expression over `v` ("" when none); epi_act and
+    epi_float: what onnxc_gemm.h's tile epilogue may take over (epilogue_act; a float output)."""
     from ..passes import PRIVATE_DOMAIN
     from ..passes.fuse_epilogue import activation_expr, clamp_bounds
     if node.domain != PRIVATE_DOMAIN:
-        return {"act": "", "has_res": False, "clamp": None, "epi_act": None, "epi_float": False}
+        return {"act": "", "has_res": False, "clamp": None, "epi_act": None,
+                "epi_float": node.outputs[0].etype.name == "float"}
     act = node.attr("activation")
     expr = activation_expr(act) if act is not None else ""
     if expr is None:
