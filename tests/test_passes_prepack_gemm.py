@@ -101,6 +101,7 @@ CASES = {
     "matmul_bias_narrow": (dict(rows="n", K=100, N=12, matmul=True), [30, 97]),
     "gemm_bias_clip_tiles": (dict(rows="n", K=200, N=70, tail="clip", alpha=1.0), [13, 130]),
     "gemm_plain_bias_tiles": (dict(rows="n", K=300, N=70, alpha=1.0), [5, 64]),
+    "gemm_linear_relu_tiles": (dict(rows="n", K=300, N=70, trans_b=1, alpha=1.0, tail="relu"), [2, 7, 64]),
 }
 
 
