@@ -913,7 +913,7 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t
                                             const float *B, int64_t brs, int64_t bcs, float beta, float *C,
                                             int64_t rsc, int64_t csc, void *work, const float *Apre,
                                             const float *Bpre, const onnxc_sgemm_epi *epi)
-{
+{   /* epi (or NULL): C row-major (csc == 1), as onnxc_sgemm_bpacked_share passes it */
     const int by_cols = sp->by_cols;
     const int W = by_cols ? ONNXC_SGEMM_NR : ONNXC_SGEMM_MR;
     const int64_t L = by_cols ? N : M;                          /* lines of the operand packed here */
@@ -927,18 +927,13 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t
     const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
     const int direct = !by_cols && sp->shares == 1 && N <= ONNXC_SGEMM_NR && acs == 1 && csc == 1 &&
                        alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
-    if (epi && (sp->k0 || sp->bcols || by_cols || direct || csc != 1)) {
+    if (epi && (sp->k0 || sp->bcols || by_cols || direct)) {
         /* these paths: the epilogue after the share's product, on its part of C */
         onnxc__sgemm_owned_share(sp, t, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, rsc, csc, work, Apre,
                                  Bpre, NULL);
         int64_t i0, i1, j0, j1;
         onnxc_sgemm_split_part(sp, t, M, N, &i0, &i1, &j0, &j1);
-        if (csc == 1)
-            onnxc__sgemm_epi_apply(epi, C + i0 * rsc + j0, rsc, i1 - i0, j0, j1 - j0);
-        else                /* C stored transposed: one element at a time */
-            for (int64_t i = i0; i < i1; ++i)
-                for (int64_t j = j0; j < j1; ++j)
-                    onnxc__sgemm_epi_apply(epi, C + i * rsc + j * csc, 1, 1, j, 1);
+        onnxc__sgemm_epi_apply(epi, C + i0 * rsc + j0, rsc, i1 - i0, j0, j1 - j0);
         return;
     }
     if (sp->k0) {           /* an empty depth: C = beta * C (0 when beta is 0) */

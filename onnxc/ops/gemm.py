@@ -61,13 +61,12 @@ EPILOGUE_HEADERS = ("onnxc_math.h", "onnxc_vmath.h")
 
 def epilogue(node) -> dict:
     """What a fused node (passes/fuse_epilogue.py) applies after its product: the residual
-    (input 3) and the activation as a C expression over `v` ("" when none); epi_act and
-    epi_float: what onnxc_gemm.h's tile epilogue may take over (epilogue_act; a float output)."""
+    (input 3) and the activation as a C expression over `v` ("" when none); epi_act: the
+    activation as onnxc_gemm.h's tile epilogue may take it over (epilogue_act)."""
     from ..passes import PRIVATE_DOMAIN
     from ..passes.fuse_epilogue import activation_expr, clamp_bounds
     if node.domain != PRIVATE_DOMAIN:
-        return {"act": "", "has_res": False, "clamp": None, "epi_act": None,
-                "epi_float": node.outputs[0].etype.name == "float"}
+        return {"act": "", "has_res": False, "clamp": None, "epi_act": None}
     act = node.attr("activation")
     expr = activation_expr(act) if act is not None else ""
     if expr is None:
@@ -77,8 +76,7 @@ def epilogue(node) -> dict:
     lohi = clamp_bounds(act) if act is not None and node.outputs[0].etype.name == "float" else None
     clamp = tuple(c_float(b, "float") for b in lohi) if lohi else None
     return {"act": re.sub(r"\ba0\b", "v", expr), "has_res": node.input(3) is not None, "clamp": clamp,
-            "epi_act": epilogue_act(act, node.outputs[0].etype, clamp),
-            "epi_float": node.outputs[0].etype.name == "float"}
+            "epi_act": epilogue_act(act, node.outputs[0].etype, clamp)}
 
 
 def epilogue_act(act, et: dtypes.ElemType, clamp) -> tuple[str, str, str] | None:
@@ -91,13 +89,6 @@ def epilogue_act(act, et: dtypes.ElemType, clamp) -> tuple[str, str, str] | None
         return ("ONNXC_EPI_NONE", "0.0f", "0.0f")
     if clamp is not None:
         return ("ONNXC_EPI_CLAMP", clamp[0], clamp[1])
-    return None
-    if act is None:
-        return ("ONNXC_EPI_NONE", "0.0f", "0.0f")
-    if clamp is not None:
-        return ("ONNXC_EPI_CLAMP", clamp[0], clamp[1])
-    if act.op_type == "Gelu" and act.domain == "" and attr_enum(act, "approximate", ("none", "tanh")) == "none":
-        return ("ONNXC_EPI_GELU", "0.0f", "0.0f")
     return None
 
 
@@ -204,11 +195,13 @@ class Gemm(OpSpec):
             "lda": a.shape[1], "ldb": b.shape[1],
             "alpha": c_float(alpha, ct), "beta": c_float(beta, ct),
             "has_c": cs is not None, "crs": cs[0] if cs else 0, "ccs": cs[1] if cs else 0,
-            # C one row broadcast, added as it is: the prepacked product's epilogue may add it
-            "c_per_column": cs == (0, 1) and alpha == 1.0 and beta == 1.0,
             # integers: the exact product is scaled in double only when that changes something
             "epilogue": kind == "i" and (alpha != 1.0 or cs is not None),
             **epilogue(node), **self.lowp(node), **gemv_params(node, M), **panels(node),
+            # C one row, added as it is (no residual before it): the prepacked product's tile
+            # epilogue adds it instead of a fill pass
+            "epi_bias": (cs == (0, 1) and alpha == 1.0 and beta == 1.0 and node.input(3) is None
+                         and et.name == "float"),
         }
 
     def lowp(self, node) -> dict:
@@ -270,6 +263,8 @@ class MatMul(OpSpec):
         p = {"kind": gemm_kernel(et), "suffix": et.name, "M": M, "N": N, "K": K, "dims": [],
              "astr": [], "bstr": [], "ystr": [], "has_bias": node.input(2) is not None,
              "rows": product(node.outputs[0].shape[:-1]), "panels": None, **epilogue(node)}
+        # the bias with no residual before it: the prepacked product's tile epilogue adds it
+        p["epi_bias"] = p["has_bias"] and not p["has_res"] and node.outputs[0].etype.name == "float"
         a, b = node.inputs[0], node.inputs[1]
         if self.folds(node):
             p["M"] = product(abatch) * M
