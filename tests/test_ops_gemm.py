@@ -576,13 +576,18 @@ int main(int argc, char **argv)
     if (fread(h, sizeof h, 1, f) != 1 || fread(ab, sizeof ab, 1, f) != 1) return 2;
     const int64_t M = h[0], N = h[1], K = h[2];
     float *A = rd(f, M * K), *Bs = rd(f, ONNXC_GEMV_STRIPS_FLOATS(N, K)), *B = rd(f, K * N);
-    float *C = rd(f, M * N), *C2 = malloc(sizeof(float) * (M * N + 1));
+    float *C = rd(f, M * N), *C2 = malloc(sizeof(float) * (M * N + 1)), *C3 = malloc(sizeof(float) * (M * N + 1));
+    int32_t *nz = malloc(ONNXC_GEMV_NZ_BYTES(K));
     memcpy(C2, C, sizeof(float) * M * N);
+    memcpy(C3, C, sizeof(float) * M * N);
     onnxc_sgemv_strips(M, N, K, ab[0], A, K, Bs, h[4], ab[1], C, N, (int)h[3]);
     onnxc_sgemv_kn(M, N, K, ab[0], A, K, B, N, N, ab[1], C2, N, (int)h[3]);
+    /* back to front, A's zeros skipped (one row) */
+    onnxc_sgemv_strips_dir(M, N, K, ab[0], A, K, Bs, h[4], ab[1], C3, N, (int)h[3], 1, nz);
     FILE *o = fopen(argv[2], "wb");
     fwrite(C, sizeof(float), M * N, o);
     fwrite(C2, sizeof(float), M * N, o);
+    fwrite(C3, sizeof(float), M * N, o);
     fclose(o);
     return 0;
 }
@@ -592,9 +597,11 @@ int main(int argc, char **argv)
 @pytest.mark.parametrize("flags", [["-march=native"], ["-mtune=generic"], ["-mavx2", "-mfma"],
                                    ["-DONNXC_GEMM_PLAIN_C"]])
 def test_gemv_kernels_every_isa(flags, tmp_path):
-    """onnxc_sgemv_strips / onnxc_sgemv_kn with every vector width (AVX-512, SSE, AVX2, plain
-    C): tails of every size, row groups, alpha/beta (beta = 0 over NaN), K = 0, 2 threads; strips
-    of the build's tile width and of widths narrower and wider than every tile."""
+    """onnxc_sgemv_strips / onnxc_sgemv_kn / onnxc_sgemv_strips_dir skipping a one-row A's zeros,
+    with every vector width (AVX-512, SSE, AVX2, plain C): tails of every size, row groups,
+    alpha/beta (beta = 0 over NaN), K = 0, 2 threads, A mostly or all zeros (-0.0 too) with a NaN
+    or an inf among them; strips of the build's tile width and of widths narrower and wider than
+    every tile."""
     import subprocess
     from onnxc.passes.prepack import gemv_strip_width, gemv_strips
     cc, used = _compile_isa(GEMV_TEST_C, "g", flags, tmp_path)
@@ -603,9 +610,18 @@ def test_gemv_kernels_every_isa(flags, tmp_path):
             (1, 512, 784, 1.0, 0.0, 1), (7, 130, 33, 0.5, 1.5, 1), (13, 17, 5, 1.0, 1.0, 2),
             (6, 1, 1, 2.0, 0.0, 1), (3, 40, 0, 1.0, 0.5, 1), (4, 1100, 1024, 1.0, 1.0, 2),
             (1, 255, 129, -1.0, 0.0, 1), (12, 64, 48, 1.0, 0.0, 1), (1, 200, 70, 1.0, 0.0, 2),
-            (2, 300, 9, 1.0, 1.0, 1)]):
+            (2, 300, 9, 1.0, 1.0, 1), (1, 512, 512, 1.0, 1.0, 1), (1, 1000, 300, 1.0, 0.0, 2),
+            (1, 10, 512, 1.0, 1.0, 1), (1, 37, 64, 0.5, 0.0, 1), (3, 70, 50, 1.0, 0.0, 1),
+            (1, 130, 40, 1.0, 1.0, 2)]):
         sw = (tile, 16, 256)[n % 3]
         a, b, c = rand((M, K)), rand((K, N)), rand((M, N))
+        if n >= 10:   # Relu'd inputs: most elements zero, the last case all of them
+            a[np.random.default_rng(n).random(a.shape) < (0.5, 0.9, 0.3, 0.97, 0.6, 1.0)[n - 10]] = 0.0
+            a[:, ::7] *= -1.0        # -0.0 is skipped too
+            if n == 11:
+                a[0, 5] = np.nan
+            if n == 12:
+                a[0, 3] = np.inf
         if beta == 0.0:
             c[:] = np.nan
         with open(tmp_path / "in.bin", "wb") as fh:
@@ -614,8 +630,9 @@ def test_gemv_kernels_every_isa(flags, tmp_path):
                 fh.write(np.ascontiguousarray(arr, np.float32).tobytes())
         run = subprocess.run([str(tmp_path / "g"), "in.bin", "out.bin"], cwd=tmp_path, capture_output=True, timeout=120)
         assert run.returncode == 0, run.stderr
-        out = np.fromfile(tmp_path / "out.bin", np.float32).reshape(2, M, N)
-        want = alpha * (a.astype(np.float64) @ b) + (beta * c if beta != 0.0 else 0.0)
+        out = np.fromfile(tmp_path / "out.bin", np.float32).reshape(3, M, N)
+        with np.errstate(invalid="ignore"):
+            want = alpha * (a.astype(np.float64) @ b) + (beta * c if beta != 0.0 else 0.0)
         for got in out:
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, K) ** 0.5)
 

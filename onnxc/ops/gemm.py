@@ -12,7 +12,7 @@ import re
 
 from .. import dtypes
 from ..errors import NotImplemented as OrtNotImplemented
-from ..symbolic import Dim, align_up, dim_repr, dmin, product
+from ..symbolic import Dim, align_up, dim_repr, dmax, dmin, product
 from .common import broadcast, broadcast_loops, fail
 from .registry import OpSpec, register
 
@@ -30,6 +30,7 @@ SGEMM_NR_MAX = 64
 
 BATCH_SLOTS = 8                  # batched MatMul: threads with a workspace each
 BATCH_WORK_BYTES = 4 << 20       # ... at most this much in all (at least 2 slots)
+GEMV_NZ_SLACK = 16               # int32 entries past K in the strips' nonzero list (onnxc_gemv.h)
 
 
 def sgemm_work_bytes(M: Dim, N: Dim, K: Dim) -> Dim:
@@ -220,9 +221,12 @@ class Gemm(OpSpec):
     def scratch(self, node):
         if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
-        if gemv_params(node, self.dims(node)[2])["gemv_only"]:
-            return 0
-        return self.lowp(node)["end"]
+        _, _, M, _, K = self.dims(node)
+        gv = gemv_params(node, M)
+        nz = gemv_nz_bytes(K) if gv["gemv"] and gv["gemv_nz"] else 0
+        if gv["gemv_only"]:
+            return nz
+        return dmax(self.lowp(node)["end"], nz)
 
 
 @register
@@ -296,7 +300,8 @@ class MatMul(OpSpec):
         if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
         p = self.params(node)
-        return 0 if p["gemv_only"] else p["end"]
+        nz = gemv_nz_bytes(p["K"]) if p["gemv"] and p["gemv_nz"] else 0
+        return nz if p["gemv_only"] else dmax(p["end"], nz)
 
 
 def gemv_params(node, M) -> dict:
@@ -307,7 +312,13 @@ def gemv_params(node, M) -> dict:
     if not pre.get("gemv"):
         return {"gemv": False, "gemv_only": False}
     return {"gemv": True, "gemv_only": isinstance(M, int), "gemv_max_m": pre["max_m"], "gemv_sw": pre["sw"],
-            "gemv_index": pre.get("index", 4)}
+            "gemv_index": pre.get("index", 4), "gemv_nz": bool(pre.get("finite"))}
+
+
+def gemv_nz_bytes(K) -> int:
+    """onnxc_sgemv_strips_dir's workspace for a one-row A's nonzero positions (ONNXC_GEMV_NZ_BYTES;
+    onnxc_gemv.h keeps its prefetch distance under the slack)."""
+    return (int(K) + GEMV_NZ_SLACK) * 4
 
 
 def panels(node) -> dict:

@@ -166,8 +166,9 @@ def _gemm_strips(graph: Graph, node, next_id: int, sw: int, max_rows: int) -> in
     next_id = _add_input(graph, node, 4, f"{b.name} (strips)", gemv_strips(kn, sw), next_id)
     if isinstance(M, int):      # a symbolic row count may need the plain B for the SGEMM
         node.attrs["_unread"] = (1,)
+    # finite weights: a zero of A times B's row is +-0, so a one-row A's zeros may be skipped
     node.attrs["_prepacked"] = {"gemv": 1, "plain": not isinstance(M, int), "sw": sw, "max_m": max_rows,
-                                "index": 4}
+                                "index": 4, "finite": kn.shape[0] < 2 ** 31 - 64 and bool(np.isfinite(kn).all())}
     return next_id
 
 
