@@ -255,6 +255,75 @@ ONNXC_GEMM_FN void onnxc__sgemm_store_tail(const float *acc, float *c, int64_t r
         }
 }
 
+/* ---- epilogue: what a fused product does to each element once its sum is complete ---------- */
+/* C = act(sum + bias[j]) on each tile as it is finished (in L1), instead of a pass that fills C
+ * with the bias before the product and one that clamps after it (paired per call: an MLP at batch
+ * 32 0.98-0.99x the time, BERT's 128-row projections 0.97-0.99x). ops/gemm.py picks it only where the template's expressions say the same: Relu / Clip
+ * as the clamps `v < lo ? lo : v`, then `v > hi ? hi : v` (NaN passes). Costly activations (Gelu's
+ * erf) stay a pass of their own over the share: per tile they took 1.10x the layer's time. */
+enum { ONNXC_EPI_NONE = 0, ONNXC_EPI_CLAMP = 1 };
+typedef struct {
+    const float *bias;  /* added per column (N floats), or NULL */
+    int act;            /* ONNXC_EPI_* */
+    float lo, hi;       /* ONNXC_EPI_CLAMP's bounds (+-INFINITY: none) */
+} onnxc_sgemm_epi;
+
+/* rows x cols of C (c: its first element, column j0 of the product; rows ldc apart). One loop
+ * per row that reads, adds and clamps at once. */
+#define ONNXC__EPI_ROWS(IN, OUT)                                                                \
+    for (int64_t i = 0; i < rows; ++i) {                                                       \
+        float *restrict y = c + i * ldc;                                                       \
+        for (int64_t j = 0; j < cols; ++j) {                                                   \
+            const float v = (IN);                                                              \
+            y[j] = (OUT);                                                                      \
+        }                                                                                      \
+    }
+#define ONNXC__EPI_CLAMP(v) ((v) < lo ? lo : (v)) > hi ? hi : ((v) < lo ? lo : (v))
+ONNXC_GEMM_FN void onnxc__sgemm_epi_apply(const onnxc_sgemm_epi *e, float *c, int64_t ldc, int64_t rows,
+                                          int64_t j0, int64_t cols)
+{
+    const float *const bias = e->bias ? e->bias + j0 : NULL;
+    const float lo = e->lo, hi = e->hi;
+    if (e->act == ONNXC_EPI_CLAMP) {
+        if (bias)
+            ONNXC__EPI_ROWS(y[j] + bias[j], ONNXC__EPI_CLAMP(v))
+        else
+            ONNXC__EPI_ROWS(y[j], ONNXC__EPI_CLAMP(v))
+    } else if (bias)
+        ONNXC__EPI_ROWS(y[j] + bias[j], v)
+}
+
+#if defined(ONNXC_GEMM_VEC)
+/* onnxc__sgemm_epi_apply on a whole tile in registers (columns j0 ...): the same operations in
+ * the same order, so the same results; the clamps as compare-and-blend (NaN compares false and
+ * passes, as in the scalar form) */
+ONNXC_GEMM_INL void onnxc__sgemm_epi_regs(const onnxc_sgemm_epi *e, onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV],
+                                          int64_t j0)
+{
+    typedef int32_t onnxc__vi __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
+    if (e->bias)
+#pragma GCC unroll 4
+        for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
+            const onnxc_vf bv = onnxc__vload(e->bias + j0 + j * ONNXC_SGEMM_VL);
+#pragma GCC unroll 16
+            for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+                acc[i][j] += bv;
+        }
+    if (e->act == ONNXC_EPI_CLAMP) {
+        const onnxc_vf lo = (onnxc_vf){0} + e->lo, hi = (onnxc_vf){0} + e->hi;
+#pragma GCC unroll 16
+        for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
+#pragma GCC unroll 4
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
+                onnxc__vi m = acc[i][j] < lo;
+                acc[i][j] = (onnxc_vf)(((onnxc__vi)lo & m) | ((onnxc__vi)acc[i][j] & ~m));
+                m = acc[i][j] > hi;
+                acc[i][j] = (onnxc_vf)(((onnxc__vi)hi & m) | ((onnxc__vi)acc[i][j] & ~m));
+            }
+    }
+}
+#endif
+
 #if defined(ONNXC_GEMM_VEC)
 /* acc[i][j] += sum over kc of a[k][i] * b[k][j-th vector], for the first MRU rows and NVU
  * vectors of the tile (edge panels skip the multiply-adds on their zero padding: a 7 x 7 feature
@@ -363,9 +432,10 @@ ONNXC_GEMM_INL void onnxc__sgemm_store_acc(onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SG
 /* C[mr x nr] = alpha * Ap[kc x MR]^T * Bp[kc x NR] + beta * C; Ap/Bp are packed micro-panels;
  * element (i, j) of C at c[i*rsc + j*csc]. (Starting from C when beta == 1 measured slower: the
  * first multiply-adds wait for C.) */
-ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, const float *restrict b,
-                                           float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
-                                           float alpha, float beta, int64_t pf)
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_epi(int64_t kc, const float *restrict a, const float *restrict b,
+                                            float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                            float alpha, float beta, int64_t pf, const onnxc_sgemm_epi *epi,
+                                            int64_t j0)
 {
     onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
 #pragma GCC unroll 16
@@ -415,6 +485,8 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
 #pragma GCC unroll 4
                 for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
                     acc[i][j] += beta * onnxc__vload(c + i * rsc + j * ONNXC_SGEMM_VL);
+        if (epi)   /* in registers: what onnxc__sgemm_epi_apply does to the stored tile */
+            onnxc__sgemm_epi_regs(epi, acc, j0);
 #pragma GCC unroll 16
         for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
 #pragma GCC unroll 4
@@ -423,6 +495,15 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
         return;
     }
     onnxc__sgemm_store_acc(acc, c, rsc, csc, mr, nr, alpha, beta);
+    if (epi)
+        onnxc__sgemm_epi_apply(epi, c, rsc, mr, j0, nr);
+}
+
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, const float *restrict b,
+                                           float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                           float alpha, float beta, int64_t pf)
+{
+    onnxc__sgemm_kernel_epi(kc, a, b, c, rsc, csc, mr, nr, alpha, beta, pf, NULL, 0);
 }
 
 ONNXC_GEMM_INL void onnxc__sgemm_kernel(int64_t kc, const float *restrict a, const float *restrict b,
@@ -460,6 +541,17 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_pf(int64_t kc, const float *restrict a, 
 {
     (void)pf;
     onnxc__sgemm_kernel(kc, a, b, c, rsc, csc, mr, nr, alpha, beta);
+}
+
+ONNXC_GEMM_INL void onnxc__sgemm_kernel_epi(int64_t kc, const float *restrict a, const float *restrict b,
+                                            float *restrict c, int64_t rsc, int64_t csc, int mr, int nr,
+                                            float alpha, float beta, int64_t pf, const onnxc_sgemm_epi *epi,
+                                            int64_t j0)
+{
+    (void)pf;
+    onnxc__sgemm_kernel(kc, a, b, c, rsc, csc, mr, nr, alpha, beta);
+    if (epi)
+        onnxc__sgemm_epi_apply(epi, c, rsc, mr, j0, nr);
 }
 #endif
 
@@ -754,44 +846,6 @@ ONNXC_GEMM_FN void onnxc__sgemm_blocked(int64_t M, int64_t N, int64_t K, float a
     }
 }
 
-/* ---- epilogue: what a fused product does to each element once its sum is complete ---------- */
-/* C = act(sum + bias[j]) on each tile as it is finished (in L1), instead of a pass that fills C
- * with the bias before the product and one that clamps after it (paired per call: an MLP at batch
- * 32 0.98-0.99x the time, BERT's 128-row projections 0.97-0.99x). ops/gemm.py picks it only where the template's expressions say the same: Relu / Clip
- * as the clamps `v < lo ? lo : v`, then `v > hi ? hi : v` (NaN passes). Costly activations (Gelu's
- * erf) stay a pass of their own over the share: per tile they took 1.10x the layer's time. */
-enum { ONNXC_EPI_NONE = 0, ONNXC_EPI_CLAMP = 1 };
-typedef struct {
-    const float *bias;  /* added per column (N floats), or NULL */
-    int act;            /* ONNXC_EPI_* */
-    float lo, hi;       /* ONNXC_EPI_CLAMP's bounds (+-INFINITY: none) */
-} onnxc_sgemm_epi;
-
-/* rows x cols of C (c: its first element, column j0 of the product; rows ldc apart). One loop
- * per row that reads, adds and clamps at once. */
-#define ONNXC__EPI_ROWS(IN, OUT)                                                                \
-    for (int64_t i = 0; i < rows; ++i) {                                                       \
-        float *restrict y = c + i * ldc;                                                       \
-        for (int64_t j = 0; j < cols; ++j) {                                                   \
-            const float v = (IN);                                                              \
-            y[j] = (OUT);                                                                      \
-        }                                                                                      \
-    }
-#define ONNXC__EPI_CLAMP(v) ((v) < lo ? lo : (v)) > hi ? hi : ((v) < lo ? lo : (v))
-ONNXC_GEMM_FN void onnxc__sgemm_epi_apply(const onnxc_sgemm_epi *e, float *c, int64_t ldc, int64_t rows,
-                                          int64_t j0, int64_t cols)
-{
-    const float *const bias = e->bias ? e->bias + j0 : NULL;
-    const float lo = e->lo, hi = e->hi;
-    if (e->act == ONNXC_EPI_CLAMP) {
-        if (bias)
-            ONNXC__EPI_ROWS(y[j] + bias[j], ONNXC__EPI_CLAMP(v))
-        else
-            ONNXC__EPI_ROWS(y[j], ONNXC__EPI_CLAMP(v))
-    } else if (bias)
-        ONNXC__EPI_ROWS(y[j] + bias[j], v)
-}
-
 /* Few rows of A times B prepacked in NR-column panels, over threads: each share takes a run of
  * column panels (balanced by columns) and packs all of A's rows itself, so each thread streams
  * only its share of B (a row split makes every thread stream all of it: a 7x7 conv's 49 pixels
@@ -989,13 +1043,13 @@ ONNXC_GEMM_FN void onnxc__sgemm_owned_share(const onnxc_sgemm_split *sp, int64_t
                         const int nr = (int)onnxc__gmin(ONNXC_SGEMM_NR, N - j);
                         for (int64_t i = i0; i < onnxc__gmin(i0 + ONNXC_SGEMM_MC, l1); i += ONNXC_SGEMM_MR) {
                             const int mr = (int)onnxc__gmin(ONNXC_SGEMM_MR, l1 - i);
-                            onnxc__sgemm_kernel_pf(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
-                                                   rsc, csc, mr, nr, alpha, bet,
-                                                   i == i0 && j + ONNXC_SGEMM_NR < N ? ONNXC__BPF(kc) : 0);
-                            /* the tile's sums are complete: its epilogue while it is in L1 (a strip
-                             * of a panel's rows, N floats apart, does not stay there) */
-                            if (epi && pc + kc >= K)
-                                onnxc__sgemm_epi_apply(epi, C + i * rsc + j, rsc, mr, j, nr);
+                            /* the tile's sums complete (last depth block): its epilogue before
+                             * it is stored (a strip of a panel's rows, N floats apart, does not
+                             * stay in L1 for a pass after) */
+                            onnxc__sgemm_kernel_epi(kc, mine + (i - l0) * kc, Bb + j * kc, C + i * rsc + j * csc,
+                                                    rsc, csc, mr, nr, alpha, bet,
+                                                    i == i0 && j + ONNXC_SGEMM_NR < N ? ONNXC__BPF(kc) : 0,
+                                                    pc + kc >= K ? epi : NULL, j);
                         }
                     }
             }
