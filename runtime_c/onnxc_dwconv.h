@@ -137,6 +137,30 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
         const onnxc_vf b0 = onnxc_dw_splat(bias && r < rows ? bias[r] : 0.0f);
         _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] = b0;
     }
+    if (ONNXC_SGEMM_MR * nv < 8) {
+        /* one vector (a plane's last few pixels): MR chains of multiply-adds would wait on each
+         * other (AVX2: 6 chains, 4 cycles per k), so odd depths go to a second set */
+        onnxc_vf odd[ONNXC_SGEMM_MR];
+        _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) odd[r] = (onnxc_vf){0};
+        _Pragma("GCC unroll 1") for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+            const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
+            const float *w = wp + pc * Rp + p * ONNXC_SGEMM_MR * kc;
+            const float *xk = x + pc * ldx;
+            int64_t k = 0;
+            for (; k + 2 <= kc; k += 2, w += 2 * ONNXC_SGEMM_MR, xk += 2 * ldx) {
+                const onnxc_vf x0 = onnxc__vload(xk), x1 = onnxc__vload(xk + ldx);
+                _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
+                    acc[r][0] += w[r] * x0;
+                    odd[r] += w[ONNXC_SGEMM_MR + r] * x1;
+                }
+            }
+            if (k < kc) {
+                const onnxc_vf x0 = onnxc__vload(xk);
+                _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) acc[r][0] += w[r] * x0;
+            }
+        }
+        _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) acc[r][0] += odd[r];
+    } else
     _Pragma("GCC unroll 1") for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
         const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
         const float *w = wp + pc * Rp + p * ONNXC_SGEMM_MR * kc;
@@ -181,6 +205,54 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
 #endif
 }
 
+#if defined(ONNXC_GEMM_VEC) && ONNXC_SGEMM_VL == 8 && ONNXC_SGEMM_MR == 6 && defined(__AVX__)
+#include <immintrin.h>
+/* One pixel of panel p (its 6 rows) with k across the vector lanes: the packed weights (6 per k)
+ * read as they lie, times X's column repeated 6 times per k (4 broadcasts and 3 blends per 24
+ * weights), two accumulator sets; s[r] = the sum for row r. The 6-row x 1-vector tile a few
+ * last pixels took instead has only 6 multiply-add chains, 4 cycles per k whatever it holds:
+ * on a 7 x 7 plane (49 = 3 x 16 + 1 pixels) the last pixel cost 2/3 of a 16-pixel tile. */
+#define ONNXC__PW_COL_MAX 2      /* up to this many last pixels (4: 1.03-1.06x the time of the tile) */
+ONNXC_GEMM_INL void onnxc__pw_col(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x,
+                                  int64_t ldx, float s[6])
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    float t[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#define ONNXC__PW_COL4(A0, A1, A2)                                                                 \
+    do {                                                                                           \
+        const __m256 x0 = _mm256_broadcast_ss(xk), x1 = _mm256_broadcast_ss(xk + ldx);             \
+        const __m256 x2 = _mm256_broadcast_ss(xk + 2 * ldx), x3 = _mm256_broadcast_ss(xk + 3 * ldx); \
+        A0 = _mm256_add_ps(A0, _mm256_mul_ps(_mm256_blend_ps(x0, x1, 0xC0), _mm256_loadu_ps(w)));  \
+        A1 = _mm256_add_ps(A1, _mm256_mul_ps(_mm256_blend_ps(x1, x2, 0xF0), _mm256_loadu_ps(w + 8))); \
+        A2 = _mm256_add_ps(A2, _mm256_mul_ps(_mm256_blend_ps(x2, x3, 0xFC), _mm256_loadu_ps(w + 16))); \
+        w += 24;                                                                                   \
+        xk += 4 * ldx;                                                                             \
+    } while (0)
+    for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+        const int64_t kc = K - pc < ONNXC_SGEMM_KC ? K - pc : ONNXC_SGEMM_KC;
+        const float *w = wp + pc * Rp + p * ONNXC_SGEMM_MR * kc;
+        const float *xk = x + pc * ldx;
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8) {
+            ONNXC__PW_COL4(a0, a1, a2);
+            ONNXC__PW_COL4(b0, b1, b2);
+        }
+        for (; k + 4 <= kc; k += 4)
+            ONNXC__PW_COL4(a0, a1, a2);
+        for (; k < kc; ++k, w += 6, xk += ldx)
+            for (int r = 0; r < 6; ++r)
+                t[r] += w[r] * xk[0];
+    }
+#undef ONNXC__PW_COL4
+    float v[24];
+    _mm256_storeu_ps(v, _mm256_add_ps(a0, b0));
+    _mm256_storeu_ps(v + 8, _mm256_add_ps(a1, b1));
+    _mm256_storeu_ps(v + 16, _mm256_add_ps(a2, b2));
+    for (int r = 0; r < 6; ++r)
+        s[r] = ((v[r] + v[r + 6]) + (v[r + 12] + v[r + 18])) + t[r];
+}
+#endif
+
 /* xpad: every row of X is readable up to a multiple of 16 columns past n (a padded copy), so the
  * last columns are read in place (no per-panel copy of K x NR floats). Inlined into each node, so
  * its constants (K, strides, bias / residual present) shape the tile loop: a shared copy left that
@@ -196,6 +268,22 @@ ONNXC_GEMM_INL void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_
     const int64_t rem = n - j;
     if (rem <= 0)
         return;
+#if defined(ONNXC__PW_COL_MAX)
+    if (rem <= ONNXC__PW_COL_MAX) {   /* a few last pixels: one at a time, k across the lanes */
+        for (int64_t c = j; c < n; ++c) {
+            float s[6];
+            onnxc__pw_col(K, Rp, wp, p, x + c, ldx, s);
+            for (int r = 0; r < rows; ++r) {
+                float o = (bias ? bias[r] : 0.0f) + s[r];
+                if (z)
+                    o += z[r * ldz + c];
+                o = clamp[0] > o ? clamp[0] : o;   /* onnxc__pw_clamp's comparisons (NaN passes) */
+                y[r * ldy + c] = clamp[1] < o ? clamp[1] : o;
+            }
+        }
+        return;
+    }
+#endif
     /* the last columns: copied into a zero-padded tile (no read past X's or Z's rows) */
     float *const zt = tmp + K * ONNXC_SGEMM_NR, *const yt = zt + ONNXC_SGEMM_MR * ONNXC_SGEMM_NR;
     const float *xt = x + j;

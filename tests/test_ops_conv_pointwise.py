@@ -99,6 +99,34 @@ def test_7x7_padded_rows_on_avx2(c, m, res, act):
     assert_at_1_to_3_threads(mdl, feeds, ref)
 
 
+@pytest.mark.parametrize("hw, c, m, res, act", [
+    ((7, 7), 263, 20, True, "Clip"),     # 49 = 3 x 16 + 1: the last pixel alone; K = 256 + 7; 2-row panel
+    ((5, 10), 960, 22, False, "Relu"),   # 50 = 3 x 16 + 2: two last pixels; four depth blocks
+    ((5, 13), 45, 7, True, None),        # 65 = 4 x 16 + 1, K = 5 x 8 + 4 + 1
+    ((4, 13), 99, 13, False, "Clip"),    # 52 = 3 x 16 + 4: the last vector's tile, odd depths apart
+    ((1, 53), 257, 6, True, "Relu"),     # 53 = 3 x 16 + 5, K one past a depth block
+])
+def test_last_pixels_of_a_plane(hw, c, m, res, act):
+    """A plane's last 1-2 pixels one at a time with k across the lanes (onnxc__pw_col, AVX2), 3-8
+    of them as a 1-vector tile with two accumulator sets: residual, clamp, NaN in those pixels."""
+    mdl, feeds = model(1, c, hw, m, 1, res, act, seed=c)
+    assert pw_params(mdl, block=(6, 16)) is not None
+    bad = {"x": feeds["x"].copy()}            # a NaN and an inf in the last two pixels
+    bad["x"][0, 3, -1, -1] = np.nan
+    bad["x"][0, 4, -1, -2] = np.inf
+    bad.update({k: v for k, v in feeds.items() if k != "x"})
+    for nt in (1, 2, 3):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sess = onnxc.InferenceSession(mdl.SerializeToString(), so)
+        for f in (feeds, bad):
+            ref = ReferenceEvaluator(mdl).run(None, f)[0]
+            with poisoned():
+                got = sess.run(None, f)[0]
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+            np.testing.assert_allclose(got, ref, **TOL)
+
+
 def test_clamp_keeps_nan():
     mdl, feeds = model(1, 384, 14, 64, act="Clip", seed=7)
     feeds["x"][0, 5, 3, 4] = np.nan
