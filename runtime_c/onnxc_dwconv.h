@@ -113,16 +113,8 @@ ONNXC_GEMM_INL onnxc_vf onnxc__pw_clamp(onnxc_vf v, onnxc_vf l, onnxc_vf h)
 {
 #if defined(ONNXC_DW_FLAT) && ONNXC_SGEMM_VL == 16
     return (onnxc_vf)_mm512_min_ps((__m512)h, _mm512_max_ps((__m512)l, (__m512)v));
-#elif ONNXC_SGEMM_VL == 8 && defined(__AVX__)
-    /* maxps(a, b) is a > b ? a : b, minps(a, b) a < b ? a : b: the same comparisons, 2 instructions
-     * and 2 registers where the compare-and-blend took 4 of each */
-    return __builtin_ia32_minps256(h, __builtin_ia32_maxps256(l, v));
 #else
-    typedef int32_t onnxc__pwvi __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
-    onnxc__pwvi m = l > v;
-    v = (onnxc_vf)(((onnxc__pwvi)l & m) | ((onnxc__pwvi)v & ~m));
-    m = h < v;
-    return (onnxc_vf)(((onnxc__pwvi)h & m) | ((onnxc__pwvi)v & ~m));
+    return onnxc__vclamp(v, l, h);
 #endif
 }
 #endif

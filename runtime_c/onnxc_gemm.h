@@ -294,13 +294,27 @@ ONNXC_GEMM_FN void onnxc__sgemm_epi_apply(const onnxc_sgemm_epi *e, float *c, in
 }
 
 #if defined(ONNXC_GEMM_VEC)
+/* v clamped as `v < l ? l : v`, then `v > h ? h : v` (NaN compares false and passes): maxps(a, b)
+ * is a > b ? a : b, minps(a, b) a < b ? a : b, the same comparisons in 2 instructions where the
+ * compare-and-blend takes 4 */
+ONNXC_GEMM_INL onnxc_vf onnxc__vclamp(onnxc_vf v, onnxc_vf l, onnxc_vf h)
+{
+#if ONNXC_SGEMM_VL == 8 && defined(__AVX__)
+    return __builtin_ia32_minps256(h, __builtin_ia32_maxps256(l, v));
+#else
+    typedef int32_t onnxc__vi __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
+    onnxc__vi m = l > v;
+    v = (onnxc_vf)(((onnxc__vi)l & m) | ((onnxc__vi)v & ~m));
+    m = h < v;
+    return (onnxc_vf)(((onnxc__vi)h & m) | ((onnxc__vi)v & ~m));
+#endif
+}
+
 /* onnxc__sgemm_epi_apply on a whole tile in registers (columns j0 ...): the same operations in
- * the same order, so the same results; the clamps as compare-and-blend (NaN compares false and
- * passes, as in the scalar form) */
+ * the same order, so the same results */
 ONNXC_GEMM_INL void onnxc__sgemm_epi_regs(const onnxc_sgemm_epi *e, onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV],
                                           int64_t j0)
 {
-    typedef int32_t onnxc__vi __attribute__((vector_size(ONNXC_SGEMM_VL * 4)));
     if (e->bias)
 #pragma GCC unroll 4
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
@@ -314,12 +328,8 @@ ONNXC_GEMM_INL void onnxc__sgemm_epi_regs(const onnxc_sgemm_epi *e, onnxc_vf acc
 #pragma GCC unroll 16
         for (int i = 0; i < ONNXC_SGEMM_MR; ++i)
 #pragma GCC unroll 4
-            for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
-                onnxc__vi m = acc[i][j] < lo;
-                acc[i][j] = (onnxc_vf)(((onnxc__vi)lo & m) | ((onnxc__vi)acc[i][j] & ~m));
-                m = acc[i][j] > hi;
-                acc[i][j] = (onnxc_vf)(((onnxc__vi)hi & m) | ((onnxc__vi)acc[i][j] & ~m));
-            }
+            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
+                acc[i][j] = onnxc__vclamp(acc[i][j], lo, hi);
     }
 }
 #endif

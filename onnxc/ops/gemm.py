@@ -223,10 +223,7 @@ class Gemm(OpSpec):
             return 0
         _, _, M, _, K = self.dims(node)
         gv = gemv_params(node, M)
-        nz = gemv_nz_bytes(K) if gv["gemv"] and gv["gemv_nz"] else 0
-        if gv["gemv_only"]:
-            return nz
-        return dmax(self.lowp(node)["end"], nz)
+        return strips_scratch(gv, K, 0 if gv["gemv_only"] else self.lowp(node)["end"])
 
 
 @register
@@ -300,8 +297,7 @@ class MatMul(OpSpec):
         if gemm_kernel(node.inputs[0].etype) != "s":
             return 0
         p = self.params(node)
-        nz = gemv_nz_bytes(p["K"]) if p["gemv"] and p["gemv_nz"] else 0
-        return nz if p["gemv_only"] else dmax(p["end"], nz)
+        return strips_scratch(p, p["K"], 0 if p["gemv_only"] else p["end"])
 
 
 def gemv_params(node, M) -> dict:
@@ -315,10 +311,13 @@ def gemv_params(node, M) -> dict:
             "gemv_index": pre.get("index", 4), "gemv_nz": bool(pre.get("finite"))}
 
 
-def gemv_nz_bytes(K) -> int:
-    """onnxc_sgemv_strips_dir's workspace for a one-row A's nonzero positions (ONNXC_GEMV_NZ_BYTES;
-    onnxc_gemv.h keeps its prefetch distance under the slack)."""
-    return (int(K) + GEMV_NZ_SLACK) * 4
+def strips_scratch(gv: dict, K, other: Dim) -> Dim:
+    """A node's scratch: `other` (the SGEMM path's), or onnxc_sgemv_strips_dir's list of a one-row
+    A's nonzero positions where gemv_params allows it (ONNXC_GEMV_NZ_BYTES; onnxc_gemv.h keeps
+    its prefetch distance under the slack), whichever is larger: the two paths never run together."""
+    if not (gv["gemv"] and gv["gemv_nz"]):
+        return other
+    return dmax(other, (int(K) + GEMV_NZ_SLACK) * 4)
 
 
 def panels(node) -> dict:
