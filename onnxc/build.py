@@ -98,6 +98,10 @@ def default_cache_dir() -> Path:
     env = os.environ.get("ONNXC_CACHE_DIR")
     if env:
         return Path(env)
+    return _user_cache_dir()
+
+
+def _user_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "onnxc"
 
@@ -202,17 +206,19 @@ def _mkdir(p: Path) -> Path:
 
 
 def compile_library(sources: Sources, modname: str, out_dir: Path, tc: Toolchain,
-                    wrapper_dir: Path | None = None) -> Path:
+                    shared_dir: Path | None = None) -> Path:
     """Compile into out_dir: model.c -> model.o (our compiler call, diagnostics captured), then
-    link it with cffi's Python wrapper (compiled once, see _wrapper_object). Writes LIB_NAME and
-    MANIFEST."""
+    link it with cffi's Python wrapper and the shared kernels (each compiled once into shared_dir,
+    see _wrapper_object and _kernels_object). Writes LIB_NAME and MANIFEST."""
     (out_dir / "model.c").write_text(sources.c)
     (out_dir / "weights.bin").write_bytes(sources.weights)
-    _run([tc.cc, *tc.flags, "-I", str(runtime_dir()), "-c", "model.c", "-o", "model.o"], out_dir,
-         "the C compiler failed")
-    wrapper = _wrapper_object(tc, wrapper_dir or out_dir.parent, modname)
+    shared_dir = shared_dir or out_dir.parent
+    kernels = _kernels_object(tc, shared_dir)
+    _run([tc.cc, *tc.flags, "-DONNXC_KERNELS_EXTERN", "-I", str(runtime_dir()), "-c", "model.c", "-o",
+          "model.o"], out_dir, "the C compiler failed")
+    wrapper = _wrapper_object(tc, shared_dir, modname)
     lib = out_dir / LIB_NAME
-    _run([tc.cc, *_link_flags(), str(wrapper), "model.o", "-o", LIB_NAME, "-lm"], out_dir,
+    _run([tc.cc, *_link_flags(), str(wrapper), "model.o", str(kernels), "-o", LIB_NAME, "-lm"], out_dir,
          "linking the library failed")
     (out_dir / "weights.bin").unlink()
     (out_dir / "model.o").unlink()
@@ -231,14 +237,51 @@ def _run(cmd: list, cwd: Path, what: str) -> None:
 def _link_flags() -> list[str]:
     if sys.platform == "darwin":
         return ["-bundle", "-undefined", "dynamic_lookup", "-fopenmp"]
-    # -Bsymbolic: calls inside a library bind to its own entry points, whatever else is loaded
-    return ["-shared", "-fopenmp", "-Wl,-Bsymbolic"]
+    # -Bsymbolic: calls inside a library bind to its own entry points, whatever else is loaded;
+    # --gc-sections: only the shared kernels a model calls stay in its library
+    return ["-shared", "-fopenmp", "-Wl,-Bsymbolic", "-Wl,--gc-sections"]
+
+
+# shared objects this process built or found, by file name: a cache folder that lacks one copies it
+_SHARED_SEEN: dict[str, Path] = {}
+
+
+def _shared_object(out_dir: Path, stem: str, identity: list, make) -> Path:
+    """An object file that many libraries link: built once per identity (make(tmp) writes
+    tmp/out.o), published atomically under out_dir; concurrent builders wait for the first. A new
+    cache folder copies the same object from one this process used or from the default caches
+    (read only) rather than compile it again (the kernels take ~10 s)."""
+    name = f"{stem}-{hashlib.sha256(chr(0).join(identity).encode()).hexdigest()[:20]}.o"
+    obj = _mkdir(out_dir) / name
+    if not obj.is_file():
+        with _FileLock(out_dir / (name[:-2] + ".lock")):
+            if not obj.is_file():
+                tmp = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=out_dir))
+                try:
+                    known = _known_copy(name, obj)
+                    if known is not None:
+                        shutil.copyfile(known, tmp / "out.o")
+                    else:
+                        make(tmp)
+                    os.replace(tmp / "out.o", obj)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+    _SHARED_SEEN[name] = obj
+    return obj
+
+
+def _known_copy(name: str, obj: Path) -> Path | None:
+    for cand in (_SHARED_SEEN.get(name), default_cache_dir() / "wrappers" / name,
+                 _user_cache_dir() / "wrappers" / name):
+        if cand is not None and cand != obj and cand.is_file():
+            return cand
+    return None
 
 
 def _wrapper_object(tc: Toolchain, wrapper_dir: Path, modname: str) -> Path:
     """cffi's Python wrapper around the four C entry points is the same for every model of one
     module name: generate it with cffi and compile it once per (cffi, Python, compiler), then
-    link the object into each library. Published atomically like the libraries."""
+    link the object into each library."""
     import cffi
 
     ffi = cffi.FFI()
@@ -246,18 +289,28 @@ def _wrapper_object(tc: Toolchain, wrapper_dir: Path, modname: str) -> Path:
     ffi.set_source(modname, "#include <stdint.h>\n" + CDEF.format(p="onnxc_"))
     paths = sysconfig.get_paths()
     includes = sorted({paths["include"], paths["platinclude"]})
-    h = hashlib.sha256("\0".join([cffi.__version__, sys.version, sys.implementation.cache_tag, tc.identity,
-                                   tc.cc, modname, CDEF, *includes]).encode()).hexdigest()[:20]
-    obj = _mkdir(wrapper_dir) / f"cffi-wrapper-{h}.o"
-    if obj.is_file():
-        return obj
-    tmp = Path(tempfile.mkdtemp(prefix="wrapper-", dir=wrapper_dir))
-    try:
+
+    def make(tmp: Path) -> None:
         with contextlib.redirect_stdout(io.StringIO()):   # cffi announces the file it writes
             ffi.emit_c_code(str(tmp / "wrapper.c"))
-        _run([tc.cc, "-fPIC", "-O1", *[f"-I{d}" for d in includes], "-c", "wrapper.c", "-o", "wrapper.o"],
+        _run([tc.cc, "-fPIC", "-O1", *[f"-I{d}" for d in includes], "-c", "wrapper.c", "-o", "out.o"],
              tmp, "compiling the cffi wrapper failed")
-        os.replace(tmp / "wrapper.o", obj)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return obj
+    return _shared_object(wrapper_dir, "cffi-wrapper", [cffi.__version__, sys.version, sys.implementation.cache_tag,
+                                                        tc.identity, tc.cc, modname, CDEF, *includes], make)
+
+
+def _kernels_object(tc: Toolchain, out_dir: Path) -> Path:
+    """runtime_c/lib/onnxc_kernels.c: the GEMM, GEMV and convolution kernels that models declare
+    with ONNXC_KERNELS_EXTERN (onnxc_gemm.h), compiled once per toolchain, flags and runtime
+    source (a MatMul model then compiles in a tenth of the time), one function per section so
+    a library keeps only those it calls."""
+    rt = runtime_dir()
+    src = rt / "lib" / "onnxc_kernels.c"
+    digest = hashlib.sha256()
+    for p in sorted(rt.glob("*.h")) + [src]:
+        digest.update(p.name.encode() + b"\0" + p.read_bytes())
+
+    def make(tmp: Path) -> None:
+        _run([tc.cc, *tc.flags, "-ffunction-sections", "-I", str(rt), "-c", str(src), "-o", "out.o"], tmp,
+             "compiling onnxc's shared kernels failed")
+    return _shared_object(out_dir, "onnxc-kernels", [tc.cc, tc.identity, *tc.flags, digest.hexdigest()], make)

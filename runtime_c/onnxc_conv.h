@@ -119,6 +119,10 @@ ONNXC__CONVC_TILE(onnxc__convc_12, 12)
  * prepacked in channel blocks of 16 (see above). Without vector support: M rows one by one. */
 ONNXC_GEMM_FN void onnxc_conv_direct_c(int64_t M, int64_t C, int64_t KH, int64_t KW, int64_t PH, int64_t PW,
                                        int64_t DH, int64_t DW, int64_t OH, int64_t OW, const float *xp,
+                                       const float *wc, float *yw, int64_t ldy);
+#if ONNXC_KERNEL_BODIES
+ONNXC_GEMM_FN void onnxc_conv_direct_c(int64_t M, int64_t C, int64_t KH, int64_t KW, int64_t PH, int64_t PW,
+                                       int64_t DH, int64_t DW, int64_t OH, int64_t OW, const float *xp,
                                        const float *wc, float *yw, int64_t ldy)
 {
     const int64_t plane = PH * PW, K = C * KH * KW;
@@ -156,6 +160,7 @@ ONNXC_GEMM_FN void onnxc_conv_direct_c(int64_t M, int64_t C, int64_t KH, int64_t
             }
 #endif
 }
+#endif
 
 /* Wide positions rounded up to whole tiles (the row length of the wide output). */
 #define ONNXC_CONV_WIDE(Q) (((Q) + ONNXC_CONV_QB - 1) / ONNXC_CONV_QB * ONNXC_CONV_QB)
@@ -177,6 +182,10 @@ ONNXC_GEMM_INL void onnxc_conv_pad(const float *x, int64_t C, int64_t IH, int64_
 }
 
 /* yw (M rows of ldy = ONNXC_CONV_WIDE(Q) floats) = W (M x C x KH x KW) * xp on positions [0, Q) */
+ONNXC_GEMM_FN void onnxc_conv_direct(int64_t M, int64_t C, int64_t KH, int64_t KW, int64_t PH, int64_t PW,
+                                     int64_t DH, int64_t DW, int64_t Q, const float *xp, const float *w,
+                                     float *yw);
+#if ONNXC_KERNEL_BODIES
 ONNXC_GEMM_FN void onnxc_conv_direct(int64_t M, int64_t C, int64_t KH, int64_t KW, int64_t PH, int64_t PW,
                                      int64_t DH, int64_t DW, int64_t Q, const float *xp, const float *w,
                                      float *yw)
@@ -217,5 +226,6 @@ ONNXC_GEMM_FN void onnxc_conv_direct(int64_t M, int64_t C, int64_t KH, int64_t K
         }
 #endif
 }
+#endif
 
 #endif

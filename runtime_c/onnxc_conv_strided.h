@@ -74,6 +74,10 @@ ONNXC__CSTR_TILE(onnxc__cstr_tn, ONNXC_SGEMM_NV)
  * OW + the largest offset. */
 ONNXC_GEMM_FN void onnxc_conv_strided(int64_t c0, int64_t M, int64_t K, const float *wp, const int32_t *offs,
                                       const float *xb, int64_t RW, int64_t rows, int64_t OW,
+                                      const float *bias, float *y, int64_t ldy);
+#if ONNXC_KERNEL_BODIES
+ONNXC_GEMM_FN void onnxc_conv_strided(int64_t c0, int64_t M, int64_t K, const float *wp, const int32_t *offs,
+                                      const float *xb, int64_t RW, int64_t rows, int64_t OW,
                                       const float *bias, float *y, int64_t ldy)
 {
 #if defined(ONNXC_GEMM_VEC)
@@ -120,11 +124,16 @@ ONNXC_GEMM_FN void onnxc_conv_strided(int64_t c0, int64_t M, int64_t K, const fl
         }
     }
 }
+#endif
 
 
 /* The same product for short output rows (14, 7: a row tile would be mostly padding): tiles of
  * NR consecutive wide positions q = r * RW + ow span rows; only ow < OW is copied out (runs of a
  * row). Channels [c0, M). Reads up to NR past the band's last output + the largest offset. */
+ONNXC_GEMM_FN void onnxc_conv_strided_wide(int64_t c0, int64_t M, int64_t K, const float *wp, const int32_t *offs,
+                                           const float *xb, int64_t RW, int64_t rows, int64_t OW,
+                                           const float *bias, float *y, int64_t ldy);
+#if ONNXC_KERNEL_BODIES
 ONNXC_GEMM_FN void onnxc_conv_strided_wide(int64_t c0, int64_t M, int64_t K, const float *wp, const int32_t *offs,
                                            const float *xb, int64_t RW, int64_t rows, int64_t OW,
                                            const float *bias, float *y, int64_t ldy)
@@ -162,5 +171,6 @@ ONNXC_GEMM_FN void onnxc_conv_strided_wide(int64_t c0, int64_t M, int64_t K, con
     onnxc_conv_strided(c0, M, K, wp, offs, xb, RW, rows, OW, bias, y, ldy);
 #endif
 }
+#endif
 
 #endif

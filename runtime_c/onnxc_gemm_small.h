@@ -13,10 +13,16 @@
  * Defined per type by a macro so float, double and the integer types share it; STORE(acc, old)
  * makes the stored value. */
 #define ONNXC__GEMV_CHUNK 256
-#define ONNXC__DEFINE_GEMV(NAME, T, AL, STORE)                                                  \
+#define ONNXC__GEMV_SIG(NAME, T, AL)                                                            \
     ONNXC_GEMM_FN void NAME(int64_t n, int64_t K, AL alpha, const T *x, int64_t incx,          \
                             const T *m, int64_t sk, int64_t sj, AL beta, T *y, int64_t incy,  \
-                            int nt)                                                            \
+                            int nt)
+#if !ONNXC_KERNEL_BODIES
+#define ONNXC__DEFINE_GEMV(NAME, T, AL, STORE) ONNXC__GEMV_SIG(NAME, T, AL);
+#else
+#define ONNXC__DEFINE_GEMV(NAME, T, AL, STORE)                                                  \
+    ONNXC__GEMV_SIG(NAME, T, AL);                                                              \
+    ONNXC__GEMV_SIG(NAME, T, AL)                                                               \
     {                                                                                          \
         const int64_t nchunks = (n + ONNXC__GEMV_CHUNK - 1) / ONNXC__GEMV_CHUNK;               \
         (void)alpha; (void)beta; (void)nt;                                                     \
@@ -45,6 +51,7 @@
             }                                                                                  \
         }                                                                                      \
     }
+#endif
 
 #define ONNXC__DEFINE_DOT(NAME, T)                                                              \
     ONNXC_GEMM_INL T NAME(int64_t K, const T *x, int64_t incx, const T *m, int64_t sk)         \
@@ -195,6 +202,10 @@ ONNXC_GEMM_INL void onnxc__sgemm_small_nn(int64_t M, int64_t j0, int64_t j1, int
  * returns 0 (nothing done) when neither operand layout suits it. */
 ONNXC_GEMM_FN int onnxc__sgemm_small(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                                      int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
+                                     float beta, float *C, int64_t ldc, int nt);
+#if ONNXC_KERNEL_BODIES
+ONNXC_GEMM_FN int onnxc__sgemm_small(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                                     int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
                                      float beta, float *C, int64_t ldc, int nt)
 {
     const int tn = brs == 1 && acs == 1 && M > 1 && M <= 4, nn = bcs == 1;   /* measured: elsewhere the
@@ -213,6 +224,7 @@ ONNXC_GEMM_FN int onnxc__sgemm_small(int64_t M, int64_t N, int64_t K, float alph
     }
     return 1;
 }
+#endif
 
 /* C = beta * C (0 when beta is 0, whatever C held): a product with an empty depth */
 ONNXC_GEMM_INL void onnxc__sgemm_scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc)

@@ -48,23 +48,34 @@ ONNXC_GEMM_INL int64_t onnxc_wino_voff(int64_t C, int64_t Tb, int64_t P, int64_t
 /* One whole register tile of the plain orientation. Functions of their own: inlined into
  * onnxc_wino_gemm's loops, GCC's clones kept one B vector on the stack in the k loop (a store and
  * eight reloads per k). */
+ONNXC_GEMM_FN void onnxc__wino_tile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float beta);
+#if ONNXC_KERNEL_BODIES
 ONNXC_GEMM_FN void onnxc__wino_tile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float beta)
 {
     onnxc__sgemm_kernel(kc, a, b, c, ldc, 1, ONNXC_SGEMM_MR, ONNXC_SGEMM_NR, 1.0f, beta);
 }
+#endif
 
 /* the swapped orientation's tile, stored transposed (mr x nr of it) */
+ONNXC_GEMM_FN void onnxc__wino_tile_t(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                                      int mr, int nr, float beta, int64_t pf);
+#if ONNXC_KERNEL_BODIES
 ONNXC_GEMM_FN void onnxc__wino_tile_t(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                       int mr, int nr, float beta, int64_t pf)
 {
     onnxc__sgemm_kernel_pf(kc, a, b, c, 1, ldc, mr, nr, 1.0f, beta, pf);
 }
+#endif
 
 /* O_t[m][tile] (row stride Tb, t at O + t * ostride) = U_t V_t for output channels [m0, m1)
  * (m0 a multiple of the U panel width) and the first nb tiles of the block.
  * swapped = 0: U in MR-row panels (Mp rows), V in NR-tile panels; whole register tiles are
  *              stored (O has Mp rows and Tb, a multiple of NR, columns).
  * swapped = 1: V in MR-tile panels, U in NR-column panels; tiles stored transposed. */
+ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t Mp, int64_t C, int64_t Tb,
+                                   int64_t nb, const float *U, int64_t ustride, const float *V,
+                                   int64_t vstride, float *O, int64_t ostride, int64_t m0, int64_t m1);
+#if ONNXC_KERNEL_BODIES
 ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t Mp, int64_t C, int64_t Tb,
                                    int64_t nb, const float *U, int64_t ustride, const float *V,
                                    int64_t vstride, float *O, int64_t ostride, int64_t m0, int64_t m1)
@@ -90,10 +101,15 @@ ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t M
         }
     }
 }
+#endif
 
 /* The direct convolution of one m x m output tile of channel oc (rows oh0.., columns ow0..)
  * into y (element (i, j) at y[(i * m + j) * ld]): used where the input transform met a non-finite value, so NaN and
  * inf come out exactly as the direct product gives them. */
+ONNXC_GEMM_FN void onnxc_wino_direct_tile(int64_t C, int64_t IH, int64_t IW, int64_t PH, int64_t PW, int m,
+                                          const float *x, const float *w, int64_t oh0, int64_t ow0,
+                                          float *y, int64_t ld);
+#if ONNXC_KERNEL_BODIES
 ONNXC_GEMM_FN void onnxc_wino_direct_tile(int64_t C, int64_t IH, int64_t IW, int64_t PH, int64_t PW, int m,
                                           const float *x, const float *w, int64_t oh0, int64_t ow0,
                                           float *y, int64_t ld)
@@ -115,5 +131,6 @@ ONNXC_GEMM_FN void onnxc_wino_direct_tile(int64_t C, int64_t IH, int64_t IW, int
             y[(i * m + j) * ld] = acc;
         }
 }
+#endif
 
 #endif
