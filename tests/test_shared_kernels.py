@@ -4,6 +4,7 @@ library; the standalone C keeps its own static copy."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 import subprocess
 
 import numpy as np
@@ -94,3 +95,18 @@ def test_a_new_cache_folder_copies_the_kernels_instead_of_compiling_them(tmp_pat
     assert any("model.c" in c for c in calls)                        # the model itself was compiled
     x = np.random.default_rng(1).standard_normal((5, 40)).astype(np.float32)
     np.testing.assert_allclose(s.run(None, {"x": x})[0], x @ w2 + b2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("M", [1, 64])
+def test_large_products_call_their_own_driver(tmp_path, M):
+    """op(B) with 64 Ki elements or more: the model compiles its own driver (`_here`: batch-1
+    strips, or the prepacked product), and the results match numpy."""
+    K, N = 300, 256                                    # 76800 >= ops/gemm.py HERE_MIN_WEIGHTS
+    m, w, b = gemm_model(M, K, N, 8, relu=True)
+    s = onnxc.InferenceSession(m.SerializeToString(), cache_dir=str(tmp_path))
+    src = (Path(s.library_path).parent / "model.c").read_text()
+    here = "onnxc_sgemv_strips_dir_here(" if M == 1 else "onnxc_sgemm_bpacked_share_here("
+    assert here in src
+    x = np.random.default_rng(2).standard_normal((M, K)).astype(np.float32)
+    want = np.maximum(x.astype(np.float64) @ w + b, 0)
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
