@@ -102,3 +102,43 @@ def test_weights_with_inf_are_not_skipped(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
         seen.add("nan" if np.isnan(want).all() else "inf" if np.isinf(want).all() else "?")
     assert seen == {"nan", "inf"}
+
+
+def test_every_zero_pattern_of_eight(tmp_path):
+    """The nonzero list is built eight inputs at a time from a table indexed by their zero mask:
+    inputs that run through all 256 masks (with -0.0 for some zeros, NaN and inf for some
+    nonzeros) and a tail of 5 past the last whole group give numpy's sums, at 1 and 2 threads."""
+    K, N = 261, 40                    # 32 groups of 8, then 5
+    w = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "one",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert generated_c(m).count("(int32_t *)") == 1
+    path = onnxc.compiler.build_library(m, Options(), cache_dir=tmp_path)
+    sessions = []
+    for nt in (1, 2):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sessions.append(onnxc.InferenceSession(str(path), so))
+    # runs 0-7: 8 x 32 groups, each of the 256 masks once, checked by value; 8-10: a NaN, an inf,
+    # a -inf among the nonzeros (the outputs follow them)
+    for run in range(11):
+        x = rng.standard_normal((1, K)).astype(np.float32) + 3.0   # no accidental zeros
+        for grp in range(32):
+            mask = (run * 32 + grp * 37) % 256
+            for i in range(8):
+                if not mask >> i & 1:
+                    x[0, grp * 8 + i] = -0.0 if (grp + i) % 3 == 0 else 0.0
+        x[0, 256 + run % 5] = 0.0     # the tail
+        if run >= 8:
+            k = int(np.flatnonzero(x[0])[run])
+            x[0, k] = [np.nan, np.inf, -np.inf][run - 8]
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = (x.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32)
+        assert np.isfinite(want).all() == (run < 8)
+        for sess in sessions:
+            got, = sess.run(None, {"x": x})
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert sorted({(r * 32 + g * 37) % 256 for r in range(8) for g in range(32)}) == list(range(256))
