@@ -3,6 +3,7 @@ each node's OpSpec names its template and supplies its parameters."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,13 @@ def environment() -> jinja2.Environment:
         _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "c")),
                                   undefined=jinja2.StrictUndefined, trim_blocks=True,
                                   lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+        _ENV.tests["c_constant"] = is_c_constant
     return _ENV
+
+
+def is_c_constant(text) -> bool:
+    """Whether C text (a dim's to_c, an int) names no variable: literals and operators only."""
+    return re.search(r"[A-Za-z_]", re.sub(r"\bU?INT64_C\(", "(", str(text))) is None
 
 
 @dataclass
