@@ -52,3 +52,31 @@ def test_block_size_is_not_set_by_one_slow_call(monkeypatch):
 
     monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["t"])
     assert 45 <= bench._calls_per_sample(call, 0.025) <= 50       # the old single-call rule: 1
+
+
+def test_blocks_grow_after_a_slow_calibration(monkeypatch):
+    """Every calibration call slow (the other runtime's workers still spinning on the cores): the
+    blocks must still reach their length at the speed the calls settle to, as the other runtime's do."""
+    from onnxc import bench
+    clock = {"t": 0.0}
+    calls = {"a": [], "b": 0}
+
+    def run_a():
+        calls["a"].append(clock["t"])
+        clock["t"] += 0.0013 if len(calls["a"]) <= 12 else 0.00004
+
+    def run_b():
+        calls["b"] += 1
+        clock["t"] += 0.0001
+
+    def sleep(s):
+        clock["t"] += s
+
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(bench.time, "sleep", sleep)
+    ta, tb = bench.side_by_side(run_a, run_b, seconds=1.0, settle=bench.SETTLE_S)
+    assert len(ta) == len(tb) >= 10
+    # the first block is the slow calibration's size (19 calls); later ones ~25 ms of 40 us calls
+    assert abs(ta[-1] - 4e-5) < 1e-9
+    k_last = round(0.025 / 4e-5)
+    assert len(calls["a"]) > (len(ta) - 2) * k_last * 0.9
