@@ -69,8 +69,8 @@ def _calls_per_sample(fn, target_s: float = 0.002, tries: int = 7) -> int:
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
-    dt = max(sorted(ts)[len(ts) // 2], 1e-7)
-    return max(1, min(1000, int(target_s / dt)))
+    dt = sorted(ts)[len(ts) // 2]
+    return _calls_for(target_s, dt)
 
 
 # onnxruntime's intra-op workers keep spinning for tens of milliseconds after a run (measured
@@ -129,7 +129,12 @@ def _grown(k: int, per_call: float, block: float) -> int:
     calls, whose workers may still spin on the cores (onnxruntime's for ~60 ms): 2-thread calls of
     a 40 us model then took ~1.3 ms each, so its blocks held 19 calls instead of ~600 and each
     block's mean was its first cold calls after the pause, while onnxruntime's blocks held 200."""
-    return max(k, min(1000, int(block / max(per_call, 1e-7))))
+    return max(k, _calls_for(block, per_call))
+
+
+def _calls_for(block: float, per_call: float) -> int:
+    """Calls of per_call seconds that fill `block` seconds: 1 to 1000."""
+    return max(1, min(1000, int(block / max(per_call, 1e-7))))
 
 
 def bench_model(path: str, *, threads: int = 1, batch: int | None = None, feed: dict | None = None,

@@ -4,8 +4,8 @@ library; the standalone C keeps its own static copy."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
