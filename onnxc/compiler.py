@@ -21,7 +21,8 @@ from .passes.fuse_epilogue import fuse_epilogues
 from .passes.fuse_gelu import fuse_gelu
 from .passes.fuse_layernorm import fuse_layernorm
 from .passes.gradient import expand_gradients
-from .passes.prepack import GEMV_MAX_M, GEMV_SW, gemv_max_rows, gemv_strip_width, prepack_weights, sgemm_block
+from .passes.prepack import (GEMV_MAX_M, GEMV_SW, gemv_max_rows, gemv_strip_width, prepack_recurrent, prepack_weights,
+                             sgemm_block)
 from .passes.prepack_gemm import prepack_gemm_panels
 from .passes.transpose_reshape import eliminate_pairs
 from .ops import lookup
@@ -101,6 +102,8 @@ def compile_model(proto: onnx.ModelProto, options: Options = Options(), *, modul
     if options.optimization_level >= passes.ALL and gemm_block is not None:
         graph = prepack_weights(graph, gemm_block, gemv_sw, gemv_rows)
         graph = prepack_gemm_panels(graph, gemm_block, gemv_rows)
+    elif options.optimization_level >= passes.ALL:
+        graph = prepack_recurrent(graph)      # firmware C: the layout every target shares
     plan = planner.plan(graph, facts)
     blob = weights.layout(graph)
     sources = emit.emit(graph, plan, blob, weights_mode=weights_mode, version=__version__, module=module,

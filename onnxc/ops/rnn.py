@@ -20,7 +20,7 @@ from .common import attr_enum, fail
 from .elementwise import c_math
 from .gemm import c_float, sgemm_work_bytes
 from .registry import OpSpec, register
-from ..passes.prepack_rnn import U, rnn_copies, rnn_strides
+from ..passes.prepack_rnn import U, rnn_strides
 
 D = dtypes.BY_NAME
 TEAM_MAX = 64      # ONNXC_RNN_TEAM_MAX: the fused steps' team, one 64-byte flag per thread
@@ -184,7 +184,8 @@ class _Recurrent(OpSpec):
         outs = list(node.outputs) + [None] * 3
         fused = node.attrs.get("_prepacked_rnn") or None
         Hp = -(-g["H"] // U) * U
-        strides = rnn_strides(g["G"], g["H"], g["I"], fused.get("nr") if fused else None)
+        copies = fused["copies"] if fused else 1     # as passes/prepack_rnn.py packed R
+        strides = rnn_strides(g["G"], g["H"], g["I"], fused.get("nr") if fused else None, copies)
         return {**g, "cell": self.cell, "acts": self.activations(node, g), "offs": offs,
                 "kind": "s" if x.etype.name == "float" else "d",
                 "clip": c_float(float(clip), ct) if clip is not None else None,
@@ -201,7 +202,7 @@ class _Recurrent(OpSpec):
                 "fused": fused, "wpanels": fused if fused and "nr" in fused else None,
                 "U": U, "Hp": Hp, "nblk": Hp // U,
                 "ws_stride": strides[0], "rs_stride": strides[1], "rs_copy": strides[2],
-                "r_copies": rnn_copies(g["G"], g["H"]),
+                "r_copies": copies,
                 # initial_h absent or constant zeros (torch's export): H R^T of the first step
                 # is zero, skipped (unless R holds inf or NaN: 0 * inf is NaN)
                 "skip_r0": bool(fused) and self._zero(node.input(5)) and self._finite(node.inputs[2]),

@@ -59,12 +59,12 @@ def rnn_copies(G: int, H: int) -> int:
     return 2 if R_COPY_MIN <= r <= R_COPY_MAX and 16 * r <= 5 * l2_bytes() else 1
 
 
-def rnn_strides(G: int, H: int, I: int, nr: int | None) -> tuple[int, int, int]:
+def rnn_strides(G: int, H: int, I: int, nr: int | None, copies: int) -> tuple[int, int, int]:
     """(W floats, R floats, R copy floats) per direction."""
     N = G * _round(H, U)
     wrows = _round(N, nr) if nr else N
     rc = _round(N * H, 16)
-    return _round(wrows * I, 16), rc * rnn_copies(G, H), rc
+    return _round(wrows * I, 16), rc * copies, rc
 
 
 def interleave_rows(m: np.ndarray, G: int, H: int) -> np.ndarray:
@@ -77,14 +77,16 @@ def interleave_rows(m: np.ndarray, G: int, H: int) -> np.ndarray:
     return out.reshape(G * Hp, m.shape[1])
 
 
-def pack_rnn(w: np.ndarray, r: np.ndarray, G: int, block: tuple[int, int] | None):
-    """(W data, R data, attrs) for W (nd, G*H, I) and R (nd, G*H, H)."""
+def pack_rnn(w: np.ndarray, r: np.ndarray, G: int, block: tuple[int, int] | None, copies: int | None = None):
+    """(W data, R data, attrs) for W (nd, G*H, I) and R (nd, G*H, H); copies of R: rnn_copies()
+    unless given (attrs["copies"] says which)."""
     from .prepack import pack
     nd, _, I = w.shape
     H = r.shape[2]
     Hp = _round(H, U)
     nr = block[1] if block else None
-    wst, rst, rcs = rnn_strides(G, H, I, nr)
+    copies = rnn_copies(G, H) if copies is None else copies
+    wst, rst, rcs = rnn_strides(G, H, I, nr, copies)
     wd = np.zeros((nd, wst), np.float32)
     rd = np.zeros((nd, rst), np.float32)
     for d in range(nd):
@@ -96,6 +98,7 @@ def pack_rnn(w: np.ndarray, r: np.ndarray, G: int, block: tuple[int, int] | None
         for c in range(0, rst, rcs):
             rd[d, c:c + ri.size] = ri.reshape(-1)
     attrs = {"mr": block[0], "nr": block[1]} if block else {"plain": True}
+    attrs["copies"] = copies
     return wd.reshape(-1), rd.reshape(-1), attrs
 
 
