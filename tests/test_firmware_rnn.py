@@ -76,11 +76,12 @@ def test_fused_steps_in_standalone_c(tmp_path, case, openmp):
     op, T, Bn, I, H, direction, seq, h0, attrs = case
     m, ins = make(op, T=T, Bn=Bn, I=I, H=H, direction=direction, seq=seq, h0=h0, **attrs)
     feeds, _ = constant_weights(m, ins)
-    want = [w.astype(np.float32) for w in spec(op, ins, H, direction=direction, lbr=attrs.get("linear_before_reset", 0))]
+    lbr = attrs.get("linear_before_reset", 0)
+    want = [w.astype(np.float32) for w in spec(op, ins, H, direction=direction, lbr=lbr)]
     typed_outputs(m, want)
     out = firmware(tmp_path, m)
-    src = (out / "model.c").read_text()
-    assert f"onnxc_rnn_tile_G{ {'LSTM': 4, 'GRU': 3, 'RNN': 1}[op] }(" in src   # the fused steps
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    assert f"onnxc_rnn_tile_G{gates}(" in (out / "model.c").read_text()   # the fused steps
     omp = ["-fopenmp"] if openmp else []
     cc = subprocess.run(["gcc", "-std=c99", "-pedantic", "-Wall", "-Werror", "-O2", *omp, "-c", "model.c", "-o",
                          "model.o"], cwd=out, capture_output=True, text=True)

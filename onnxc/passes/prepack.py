@@ -277,8 +277,8 @@ def prepack_recurrent(graph: Graph) -> Graph:
     """Emitted firmware C (no register block, no host): constant LSTM / RNN / GRU weights in the
     fused steps' layout, which is the same for every ISA (plain W rows, R in blocks of hidden
     units), with one copy of R (a second is a speed choice for this host's L2 and would double R
-    in a target's flash). The blob keeps only the packed copies. A 128-unit LSTM's standalone C
-    ran its 32 steps in 0.6x the time of the unfused per-step SGEMM (AVX2)."""
+    in a target's flash). The blob keeps only the packed copies. A 128-unit LSTM's standalone C,
+    32 steps: 0.71-0.73x the time of an SGEMM per step (AVX2, -O3), 0.82-0.85x (SSE2, -O2)."""
     next_id = max((v.id for v in graph.values), default=-1) + 1
     for node in graph.nodes:
         if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
