@@ -4,7 +4,6 @@ copy of R whatever this host's L2; the C compiles as strict C99 without warnings
 OpenMP, and its outputs match the spec transcription."""
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +11,10 @@ import onnx
 import pytest
 
 from onnxc import compiler
+from test_cli import onnxc
 from test_ops_rnn import make, spec
 from test_ops_rnn_fused import constant_weights
 from util import typed_outputs
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # a standalone runner: inputs and outputs as raw bytes, their sizes on the command line
 MAIN_C = r"""
@@ -63,9 +61,7 @@ CASES = [  # op, T, batch, input, hidden, direction, sequence_lens, initial_h, a
 def firmware(tmp_path: Path, m: onnx.ModelProto) -> Path:
     model, out = tmp_path / "m.onnx", tmp_path / "fw"
     onnx.save(m, str(model))
-    r = subprocess.run([sys.executable, "-m", "onnxc.cli", "build", str(model), "--emit-c", str(out)],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
+    onnxc("build", model, "--emit-c", out)
     return out
 
 

@@ -273,6 +273,11 @@ def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
     return next_id
 
 
+def _unpacked_recurrent(node) -> bool:
+    return node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
+        and not node.attrs.get("_prepacked_rnn")
+
+
 def prepack_recurrent(graph: Graph) -> Graph:
     """Emitted firmware C (no register block, no host): constant LSTM / RNN / GRU weights in the
     fused steps' layout, which is the same for every ISA (plain W rows, R in blocks of hidden
@@ -281,8 +286,7 @@ def prepack_recurrent(graph: Graph) -> Graph:
     32 steps: 0.71-0.73x the time of an SGEMM per step (AVX2, -O3), 0.82-0.85x (SSE2, -O2)."""
     next_id = max((v.id for v in graph.values), default=-1) + 1
     for node in graph.nodes:
-        if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
-                and not node.attrs.get("_prepacked_rnn"):
+        if _unpacked_recurrent(node):
             next_id = _rnn_strips(graph, node, next_id, None, copies=1)
     return graph
 
@@ -302,8 +306,7 @@ def prepack_weights(graph: Graph, block: tuple[int, int] | None, strip_width: in
     for node in graph.nodes:
         if node.op_type in ("Conv", "FusedConv") and not node.attrs.get("_prepacked_direct"):
             next_id = _direct_blocks(graph, node, next_id)
-        if node.domain in ("", "ai.onnx") and node.op_type in ("LSTM", "RNN", "GRU") \
-                and not node.attrs.get("_prepacked_rnn"):
+        if _unpacked_recurrent(node):
             next_id = _rnn_strips(graph, node, next_id, block)
         if node.op_type in ("Gemm", "FusedGemm", "MatMul", "FusedMatMul") and node.attrs.get("_prepacked") is None:
             next_id = _gemm_strips(graph, node, next_id, strip_width, strip_rows)
