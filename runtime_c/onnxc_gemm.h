@@ -153,6 +153,8 @@ typedef int32_t onnxc_v8i __attribute__((vector_size(32)));
 ONNXC_GEMM_INL void onnxc__transpose8x8(const float *src, int64_t src_stride, float *dst, int64_t dst_stride)
 {
     onnxc_v8f r[8], t[8], u[8];
+    /* unrolled, so that the rows stay in registers (see onnxc__transpose6x8) */
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i)
         memcpy(&r[i], src + i * src_stride, sizeof r[i]);
     for (int i = 0; i < 8; i += 2) {
@@ -173,28 +175,47 @@ ONNXC_GEMM_INL void onnxc__transpose8x8(const float *src, int64_t src_stride, fl
 }
 
 /* dst[c*6 + r] = src[r*src_stride + c] for 6 rows of 8 floats: the 8 x 8 transpose with two zero
- * rows, each column stored as its 6 floats */
+ * rows. Spelled without arrays, and each column stored as a whole vector that the next one
+ * overlaps: the loops over arrays kept the rows on the stack, 16-byte stores read back as 32-byte
+ * loads (a store-forwarding stall) and the 6-float columns copied out through the stack (BERT at
+ * one thread: 7 % of its largest GEMMs' time in this packing). */
 ONNXC_GEMM_INL void onnxc__transpose6x8(const float *src, int64_t src_stride, float *dst)
 {
-    onnxc_v8f r[8], t[8], u[8], o[8];
-    for (int i = 0; i < 6; ++i)
-        memcpy(&r[i], src + i * src_stride, sizeof r[i]);
-    r[6] = r[7] = (onnxc_v8f){0};
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = ONNXC__SHUF(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[i + 1] = ONNXC__SHUF(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int i = 0; i < 8; i += 4)
-        for (int h = 0; h < 2; ++h) {
-            u[i + 2 * h] = ONNXC__SHUF(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-            u[i + 2 * h + 1] = ONNXC__SHUF(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-    for (int i = 0; i < 4; ++i) {
-        o[i] = ONNXC__SHUF(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        o[i + 4] = ONNXC__SHUF(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-    for (int c = 0; c < 8; ++c)
-        memcpy(dst + c * 6, &o[c], 6 * sizeof(float));
+#define ONNXC__LO2(x, y) ONNXC__SHUF(x, y, 0, 8, 1, 9, 4, 12, 5, 13)
+#define ONNXC__HI2(x, y) ONNXC__SHUF(x, y, 2, 10, 3, 11, 6, 14, 7, 15)
+#define ONNXC__LO4(x, y) ONNXC__SHUF(x, y, 0, 1, 8, 9, 4, 5, 12, 13)
+#define ONNXC__HI4(x, y) ONNXC__SHUF(x, y, 2, 3, 10, 11, 6, 7, 14, 15)
+#define ONNXC__LO8(x, y) ONNXC__SHUF(x, y, 0, 1, 2, 3, 8, 9, 10, 11)
+#define ONNXC__HI8(x, y) ONNXC__SHUF(x, y, 4, 5, 6, 7, 12, 13, 14, 15)
+    onnxc_v8f r0, r1, r2, r3, r4, r5;
+    const onnxc_v8f z = {0};
+    memcpy(&r0, src, sizeof r0);
+    memcpy(&r1, src + src_stride, sizeof r1);
+    memcpy(&r2, src + 2 * src_stride, sizeof r2);
+    memcpy(&r3, src + 3 * src_stride, sizeof r3);
+    memcpy(&r4, src + 4 * src_stride, sizeof r4);
+    memcpy(&r5, src + 5 * src_stride, sizeof r5);
+    const onnxc_v8f t0 = ONNXC__LO2(r0, r1), t1 = ONNXC__HI2(r0, r1);
+    const onnxc_v8f t2 = ONNXC__LO2(r2, r3), t3 = ONNXC__HI2(r2, r3);
+    const onnxc_v8f t4 = ONNXC__LO2(r4, r5), t5 = ONNXC__HI2(r4, r5);
+    const onnxc_v8f u0 = ONNXC__LO4(t0, t2), u1 = ONNXC__HI4(t0, t2);
+    const onnxc_v8f u2 = ONNXC__LO4(t1, t3), u3 = ONNXC__HI4(t1, t3);
+    const onnxc_v8f u4 = ONNXC__LO4(t4, z), u5 = ONNXC__HI4(t4, z);
+    const onnxc_v8f u6 = ONNXC__LO4(t5, z), u7 = ONNXC__HI4(t5, z);
+    const onnxc_v8f o[8] = {ONNXC__LO8(u0, u4), ONNXC__LO8(u1, u5), ONNXC__LO8(u2, u6), ONNXC__LO8(u3, u7),
+                            ONNXC__HI8(u0, u4), ONNXC__HI8(u1, u5), ONNXC__HI8(u2, u6), ONNXC__HI8(u3, u7)};
+    /* column c in dst[6c, 6c + 6); its two zero lanes land where column c + 1 goes next */
+#pragma GCC unroll 8
+    for (int c = 0; c < 7; ++c)
+        memcpy(dst + c * 6, &o[c], sizeof o[c]);
+    const onnxc_v8f last = ONNXC__SHUF(o[6], o[7], 4, 5, 8, 9, 10, 11, 12, 13);   /* dst[40, 48) */
+    memcpy(dst + 40, &last, sizeof last);
+#undef ONNXC__LO2
+#undef ONNXC__HI2
+#undef ONNXC__LO4
+#undef ONNXC__HI4
+#undef ONNXC__LO8
+#undef ONNXC__HI8
 }
 
 /* one 8-float row of a transposed tile: p[0..7] = alpha * v + beta * p (p not read when beta == 0) */
