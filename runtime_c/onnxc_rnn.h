@@ -64,7 +64,15 @@
     r = r > lim ? lim : r;   /* NaN passes both */                                             \
     r = r < -lim ? -lim : r
 
-static inline float onnxc_rnn_tanhf(float x0)
+/* always inlined where it can be said, as onnxc_vmath.h's functions (a call per element in a
+ * large graph function keeps the gate loops scalar) */
+#if defined(__GNUC__)
+#define ONNXC__RNN_FN static inline __attribute__((always_inline))
+#else
+#define ONNXC__RNN_FN static inline
+#endif
+
+ONNXC__RNN_FN float onnxc_rnn_tanhf(float x0)
 {
     float x = x0 > 9.0f ? 9.0f : x0;   /* NaN passes both */
     x = x < -9.0f ? -9.0f : x;
@@ -73,7 +81,7 @@ static inline float onnxc_rnn_tanhf(float x0)
 }
 
 /* 1/2 + tanh(x/2)/2: x P(x^2/4) / (4 Q(x^2/4)) (powers of two: exact) */
-static inline float onnxc_rnn_sigmoidf(float x0)
+ONNXC__RNN_FN float onnxc_rnn_sigmoidf(float x0)
 {
     float x = x0 > 18.0f ? 18.0f : x0;
     x = x < -18.0f ? -18.0f : x;
