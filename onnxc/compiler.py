@@ -19,6 +19,7 @@ from .passes.fold_if import fold_if
 from .passes.fuse_attention import fuse_attention
 from .passes.fuse_epilogue import fuse_epilogues
 from .passes.fuse_gelu import fuse_gelu
+from .passes.fuse_silu import fuse_silu
 from .passes.fuse_layernorm import fuse_layernorm
 from .passes.gradient import expand_gradients
 from .passes.prepack import (GEMV_MAX_M, GEMV_SW, gemv_max_rows, gemv_strip_width, prepack_recurrent, prepack_weights,
@@ -73,6 +74,7 @@ PROTO_PASSES = [
 GRAPH_PASSES = [
     (passes.EXTENDED, fuse_layernorm),       # decomposed LayerNorm (opsets < 17)
     (passes.EXTENDED, fuse_gelu),            # decomposed GELU (opsets < 20): then an epilogue
+    (passes.EXTENDED, fuse_silu),            # x * Sigmoid(x) (opsets < 24): then an epilogue
     (passes.EXTENDED, fuse_attention),       # before fuse_epilogues: its MatMuls take no epilogue
     (passes.EXTENDED, fuse_epilogues),
 ]

@@ -158,6 +158,15 @@ def _shrink(k):
     return f"(a0 < {lo} ? a0 + {b} : (a0 > {hi} ? a0 - {b} : 0))"
 
 
+def _swish(k):
+    """x * sigmoid(alpha x); in float with Sigmoid's own kernel, so that alpha 1 (what
+    passes/fuse_silu.py makes of x * Sigmoid(x)) computes the unfused graph's values exactly."""
+    alpha = float(k.node.attr("alpha"))
+    if k.cc == "float":
+        return "(a0 * onnxc_vsigmoidf(a0))" if alpha == 1.0 else f"(a0 * onnxc_vsigmoidf({k.lit(alpha)} * a0))"
+    return f"(a0 * (1 / (1 + exp({k.lit(-alpha)} * a0))))"
+
+
 def _gelu(k):
     if attr_enum(k.node, "approximate", ("none", "tanh")) == "none":
         return f"({k.lit(0.5)} * a0 * (1 + erf(a0 * {k.lit(math.sqrt(0.5))})))"
@@ -196,7 +205,7 @@ UNARY = {
     "HardSigmoid": lambda k: _clip01(f"({k.attr('alpha')} * a0 + {k.attr('beta')})"),
     "HardSwish": lambda k: "(a0 * " + _clip01(f"({k.lit(1 / 6)} * a0 + {k.lit(0.5)})") + ")",
     "Mish": f"(a0 * tanh({_softplus('a0')}))",
-    "Swish": lambda k: f"(a0 * (1 / (1 + exp({k.lit(-float(k.node.attr('alpha')))} * a0))))",
+    "Swish": _swish,
     "Gelu": _gelu,
     "Shrink": _shrink,
     "IsNaN": "(a0 != a0)",
