@@ -5,7 +5,7 @@ Two stages (see compiler.compile_model):
     compile-time arithmetic on initializers): constants, cleanup, fold_constants,
     fold_batchnorm, transpose_reshape;
   * on the IR after shape inference (rewrites that need shapes and op specs): fuse_layernorm,
-    fuse_gelu, fuse_attention, fuse_epilogue.
+    fuse_gelu, fuse_silu, fuse_attention, fuse_epilogue.
 Internal operators that fusion creates live in PRIVATE_DOMAIN; user models that name it are
 rejected (check_private_domain), so the two never meet.
 """
