@@ -112,3 +112,35 @@ def test_vectorised(lib):
         pytest.skip("no native build")
     for fn in ("expf", "tanhf", "erff"):
         assert f"call\t{fn}" not in lib.asm and f"jmp\t{fn}" not in lib.asm
+
+
+def _many_checks_source(n_checks=60):
+    checks = "\n".join(f"    if (idx[{i}] < -3 || idx[{i}] >= 3) return ONNXC_ERR_INDEX;" for i in range(n_checks))
+    return f"""#include "onnxc_runtime.h"
+#include "onnxc_vmath.h"
+#undef ONNXC_HERE
+#define ONNXC_HERE 7
+int many_checks(const int64_t *idx, float *y, int64_t n)
+{{
+{checks}
+    for (int64_t e = 0; e < n; ++e) {{
+        const float v = y[e];
+        y[e] = 0.5f * v * (1 + onnxc_verff(v * 0.70710677f));
+    }}
+    return 0;
+}}
+"""
+
+
+@pytest.mark.parametrize("portable", [False, True], ids=["native", "portable"])
+def test_vectorised_after_many_error_checks(tmp_path, portable):
+    """A loop after many `return ONNXC_ERR_...` checks (a model's Gather index checks) stays
+    vectorised: each return goes through a cold function, so GCC does not predict the code after
+    fifty checks as rarely run and compile it for size (then erf's division was scalar: divss)."""
+    src = tmp_path / "checks.c"
+    src.write_text(_many_checks_source())
+    tc = build.toolchain(portable=portable)
+    asm = subprocess.run([tc.cc, *tc.flags, "-S", "-o", "-", "-I", str(runtime_dir()), str(src)],
+                         check=True, capture_output=True, text=True).stdout
+    assert "divps" in asm, "the erf loop after the checks was not vectorised"
+    assert "call\tonnxc_verff" not in asm

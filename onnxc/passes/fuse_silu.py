@@ -7,8 +7,9 @@ which then folds it into the producing Conv/Gemm/MatMul as its activation):
 becomes Swish(x, alpha=1), the standard operator (opset 24) whatever the model's opset. The
 sigmoid must be read by that Mul alone and be no graph output. Swish with alpha 1 computes
 x * sigmoid(x) with the Sigmoid node's own float kernel, so the results are the unfused graph's
-bit for bit; the gain is that the producer no longer writes x, and the Sigmoid and the Mul no
-longer read and write it again (EfficientNet's activations are megabytes: past L2).
+bit for bit. The gain is memory: the producer no longer writes x for a Sigmoid and a Mul to read
+again (an EfficientNet-B0: arena 9.6 -> 6.5 MB, 0.97x the time at 2 threads; at one thread the
+sigmoids' arithmetic, a third of its time, stays what it was).
 """
 from __future__ import annotations
 
