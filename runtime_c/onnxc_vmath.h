@@ -56,6 +56,27 @@ ONNXC_VMATH_FN float onnxc_vexpf(float x)
     return p * s1 * s2;
 }
 
+/* onnxc_vexpf for x >= 0 (or NaN) where every x above 88 may give exp(88) (tanh: 1 either way):
+ * n <= 127, so one exact scaling by 2^n (tanh's results bit for bit, 0.85-0.9x the time) */
+ONNXC_VMATH_FN float onnxc__vexpf_pos(float x)
+{
+    const float magic = 12582912.0f;
+    x = x > 88.0f ? 88.0f : x;   /* NaN passes */
+    const float t = x * 1.44269504088896341f + magic;
+    const float nf = t - magic;
+    const int32_t n = (int32_t)(onnxc__f2u(t) - onnxc__f2u(magic));   /* [0, 127] */
+    float r = x - nf * 0.693359375f;
+    r = r - nf * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    return p * onnxc__u2f((uint32_t)(n + 127) << 23);
+}
+
 /* tanh: odd polynomial below 0.625 (Cephes), 1 - 2 / (exp(2|x|) + 1) above; sign restored. */
 ONNXC_VMATH_FN float onnxc_vtanhf(float x)
 {
@@ -68,9 +89,31 @@ ONNXC_VMATH_FN float onnxc_vtanhf(float x)
     p = p * z + 1.33314422036e-1f;
     p = p * z - 3.33332819422e-1f;
     const float small = onnxc__u2f(onnxc__f2u(a + a * z * p) | sign);
-    const float e = onnxc_vexpf(2.0f * a);
+    const float e = onnxc__vexpf_pos(2.0f * a);
     const float big = onnxc__u2f(onnxc__f2u(1.0f - 2.0f / (e + 1.0f)) | sign);
     return a < 0.625f ? small : big;   /* NaN: big (NaN) */
+}
+
+/* onnxc_vexpf for x <= 0 (or NaN), with the same results: no upper clamp, and since n <= 0 one
+ * exact scaling by 2^(n + 64) (a normal float for n >= -150) then one rounding multiply by 2^-64,
+ * where the general exp needs two scale factors (sigmoid: 0.7-0.8x the time) */
+ONNXC_VMATH_FN float onnxc__vexpf_neg(float x)
+{
+    const float magic = 12582912.0f;
+    x = x < -104.0f ? -104.0f : x;   /* NaN passes */
+    const float t = x * 1.44269504088896341f + magic;
+    const float nf = t - magic;
+    const int32_t n = (int32_t)(onnxc__f2u(t) - onnxc__f2u(magic));   /* [-150, 0] */
+    float r = x - nf * 0.693359375f;
+    r = r - nf * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    return p * onnxc__u2f((uint32_t)(n + 64 + 127) << 23) * 0x1p-64f;
 }
 
 /* sigmoid: e = exp(-|x|) never overflows; x >= 0: 1 / (1 + e), x < 0: e / (1 + e), with the
@@ -78,7 +121,7 @@ ONNXC_VMATH_FN float onnxc_vtanhf(float x)
 ONNXC_VMATH_FN float onnxc_vsigmoidf(float x)
 {
     const float a = onnxc__u2f(onnxc__f2u(x) & 0x7fffffffu);
-    const float e = onnxc_vexpf(-a);
+    const float e = onnxc__vexpf_neg(-a);
     const float s = 1.0f + e, err = (1.0f - s) + e;   /* 1 + e = s + err exactly */
     const float q = (x < 0.0f ? e : 1.0f) / s;
     return q - (q * err) / s;                           /* num / (s + err) to first order */
