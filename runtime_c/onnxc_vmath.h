@@ -30,17 +30,14 @@
 ONNXC_VMATH_FN uint32_t onnxc__f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 ONNXC_VMATH_FN float onnxc__u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
-/* exp: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), exp(r) by Cephes' degree-7 polynomial,
- * then two exact power-of-two scalings so that n in [-150, 128] (subnormal results, overflow)
- * never needs a branch. x is clamped first: below -104 the result rounds to 0, above 89 to inf. */
-ONNXC_VMATH_FN float onnxc_vexpf(float x)
+/* exp(x) = p 2^n for a clamped x: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), p = exp(r) by
+ * Cephes' degree-7 polynomial; returns p, n in *n */
+ONNXC_VMATH_FN float onnxc__vexp_reduce(float x, int32_t *n)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    x = x < -104.0f ? -104.0f : x;   /* NaN passes both clamps */
-    x = x > 89.0f ? 89.0f : x;
     const float t = x * 1.44269504088896341f + magic;
     const float nf = t - magic;
-    const int32_t n = (int32_t)(onnxc__f2u(t) - onnxc__f2u(magic));
+    *n = (int32_t)(onnxc__f2u(t) - onnxc__f2u(magic));
     float r = x - nf * 0.693359375f;  /* ln2 split: nf * hi is exact */
     r = r - nf * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -49,7 +46,18 @@ ONNXC_VMATH_FN float onnxc_vexpf(float x)
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
+    return p * (r * r) + r + 1.0f;
+}
+
+/* exp: p 2^n by two exact power-of-two scalings so that n in [-150, 128] (subnormal results,
+ * overflow) never needs a branch. x is clamped first: below -104 the result rounds to 0, above 89
+ * to inf. */
+ONNXC_VMATH_FN float onnxc_vexpf(float x)
+{
+    x = x < -104.0f ? -104.0f : x;   /* NaN passes both clamps */
+    x = x > 89.0f ? 89.0f : x;
+    int32_t n;
+    const float p = onnxc__vexp_reduce(x, &n);
     const int32_t n1 = n / 2, n2 = n - n1;   /* each scale factor stays a normal float */
     const float s1 = onnxc__u2f((uint32_t)(n1 + 127) << 23);
     const float s2 = onnxc__u2f((uint32_t)(n2 + 127) << 23);
@@ -60,20 +68,9 @@ ONNXC_VMATH_FN float onnxc_vexpf(float x)
  * n <= 127, so one exact scaling by 2^n (tanh's results bit for bit, 0.85-0.9x the time) */
 ONNXC_VMATH_FN float onnxc__vexpf_pos(float x)
 {
-    const float magic = 12582912.0f;
     x = x > 88.0f ? 88.0f : x;   /* NaN passes */
-    const float t = x * 1.44269504088896341f + magic;
-    const float nf = t - magic;
-    const int32_t n = (int32_t)(onnxc__f2u(t) - onnxc__f2u(magic));   /* [0, 127] */
-    float r = x - nf * 0.693359375f;
-    r = r - nf * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
+    int32_t n;                     /* [0, 127] */
+    const float p = onnxc__vexp_reduce(x, &n);
     return p * onnxc__u2f((uint32_t)(n + 127) << 23);
 }
 
@@ -99,20 +96,9 @@ ONNXC_VMATH_FN float onnxc_vtanhf(float x)
  * where the general exp needs two scale factors (sigmoid: 0.7-0.8x the time) */
 ONNXC_VMATH_FN float onnxc__vexpf_neg(float x)
 {
-    const float magic = 12582912.0f;
     x = x < -104.0f ? -104.0f : x;   /* NaN passes */
-    const float t = x * 1.44269504088896341f + magic;
-    const float nf = t - magic;
-    const int32_t n = (int32_t)(onnxc__f2u(t) - onnxc__f2u(magic));   /* [-150, 0] */
-    float r = x - nf * 0.693359375f;
-    r = r - nf * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
+    int32_t n;                       /* [-150, 0] */
+    const float p = onnxc__vexp_reduce(x, &n);
     return p * onnxc__u2f((uint32_t)(n + 64 + 127) << 23) * 0x1p-64f;
 }
 
