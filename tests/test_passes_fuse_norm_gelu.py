@@ -158,3 +158,45 @@ def test_gelu_intermediate_read_elsewhere_stays():
     m.graph.output.append(helper.make_empty_tensor_value_info("e1"))
     assert graph_ops(m).get("Erf") == 1
     run_levels(m, feeds, levels=LEVELS, **TOL)
+
+
+def gelu_tanh_model(form, cube="pow", kappa=0.044715):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) after a MatMul + bias, as exporters write
+    GPT-2's gelu_new and gelu(approximate="tanh") below opset 20."""
+    x = rand(rng, (4, 6)) * 3
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    inits = {"w": rand(rng, (6, 6)), "bias": rand(rng, (6,)), "one": np.array(1.0, np.float32),
+             "half": np.array(0.5, np.float32), "k": np.array(kappa, np.float32),
+             "c": np.array(math.sqrt(2 / math.pi), np.float32)}
+    nodes = [N("MatMul", ["x", "w"], ["xw"]), N("Add", ["xw", "bias"], ["h"])]
+    if cube == "pow":
+        inits["three"] = np.array(3.0, np.float32)
+        nodes.append(N("Pow", ["h", "three"], ["h3"]))
+    elif cube == "mulmul":
+        nodes += [N("Mul", ["h", "h"], ["h2"]), N("Mul", ["h2", "h"], ["h3"])]
+    else:
+        nodes += [N("Mul", ["h", "h"], ["h2"]), N("Mul", ["h", "h2"], ["h3"])]
+    nodes += [N("Mul", ["k", "h3"], ["kh3"]), N("Add", ["h", "kh3"], ["inner"]), N("Mul", ["c", "inner"], ["ci"]),
+              N("Tanh", ["ci"], ["t"]), N("Add", ["one", "t"], ["e1"])]
+    if form == "hf":                         # (x * 0.5) * e1: HF's 0.5 * input * (1 + tanh(...))
+        nodes += [N("Mul", ["half", "h"], ["m"]), N("Mul", ["m", "e1"], ["y"])]
+    elif form == "legacy":                   # (x * e1) * 0.5
+        nodes += [N("Mul", ["h", "e1"], ["m"]), N("Mul", ["m", "half"], ["y"])]
+    else:                                    # x * (0.5 * e1)
+        nodes += [N("Mul", ["half", "e1"], ["m"]), N("Mul", ["h", "m"], ["y"])]
+    return make_model_from_nodes(nodes, {"x": x}, inits, ["y"], opset=14), {"x": x}
+
+
+@pytest.mark.parametrize("form", ["hf", "legacy", "dynamo"])
+@pytest.mark.parametrize("cube", ["pow", "mulmul", "mulmul_r"])
+def test_gelu_tanh_pattern_becomes_the_matmuls_epilogue(form, cube):
+    m, feeds = gelu_tanh_model(form, cube)
+    assert graph_ops(m) == {"FusedMatMul": 1}, graph_ops(m)
+    run_levels(m, feeds, levels=LEVELS, **TOL)
+
+
+def test_gelu_tanh_near_miss_stays():
+    m, feeds = gelu_tanh_model("hf", kappa=0.05)      # not GELU's constant
+    ops = graph_ops(m)
+    assert "Tanh" in ops and ops.get("FusedMatMul") == 1, ops
+    run_levels(m, feeds, levels=LEVELS, **TOL)
