@@ -25,7 +25,7 @@ def params(model):
 
 
 def conv_model(xs, ws, attrs, fuse="", batch=None, bias=True):
-    """Conv [+ Add residual] [+ Relu | Clip(0, 6)]; the residual is a second input z."""
+    """Conv [+ Add residual] [+ Relu | Clip(0, 6) | Tanh]; the residual is a second input z."""
     x, w = rand(xs), rand(ws)
     feeds, inits = {"x": x}, {"w": w}
     cin = ["x", "w"]
@@ -45,6 +45,9 @@ def conv_model(xs, ws, attrs, fuse="", batch=None, bias=True):
     elif "clip" in fuse:
         inits["lo"], inits["hi"] = np.float32(0), np.float32(6)
         nodes.append(helper.make_node("Clip", [cur, "lo", "hi"], ["y"]))
+        cur = "y"
+    elif "tanh" in fuse:     # an activation that is no clamp: applied over the stored plane
+        nodes.append(helper.make_node("Tanh", [cur], ["y"]))
         cur = "y"
     shapes = {k: [batch] + list(v.shape[1:]) for k, v in feeds.items()} if batch else None
     m = make_model_from_nodes(nodes, feeds, inits, [cur], input_shapes=shapes)

@@ -47,7 +47,7 @@ def model(case, fuse, **kw):
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
-@pytest.mark.parametrize("fuse", ["", "res_clip", "relu"])
+@pytest.mark.parametrize("fuse", ["", "res_clip", "relu", "res_tanh"])
 def test_depthwise_rows8(case, fuse):
     m, feeds = model(case, fuse, bias=fuse != "relu")
     xs, pads, k, s, d = CASES[case]

@@ -138,6 +138,8 @@ def _direct(qshape, kshape, vshape, q_perm=None, k_perm=None, v_perm=None, out_p
 @pytest.mark.parametrize("case", [
     # Q, K^T, V as contiguous inputs: K^T's unit stride is along the keys
     dict(qshape=(2, 3, 5, 4), kshape=(2, 3, 4, 6), vshape=(2, 3, 6, 7)),
+    # the same with two whole 16-key panels and a partial one (K^T's rows copied into the panels)
+    dict(qshape=(1, 2, 9, 8), kshape=(1, 2, 8, 37), vshape=(1, 2, 37, 5)),
     # K^T from K (B, H, Skv, D) by perm (0, 1, 3, 2); V read with its keys contiguous
     dict(qshape=(2, 3, 5, 4), kshape=(2, 3, 6, 4), vshape=(2, 3, 7, 6), k_perm=[0, 1, 3, 2], v_perm=[0, 1, 3, 2]),
     # Q transposed so that its queries are contiguous; output merged by the head perm
