@@ -43,7 +43,7 @@ def flat_params(m):
 
 
 @pytest.mark.parametrize("xs,attrs,k,mode", FLAT_CASES)
-@pytest.mark.parametrize("fuse", ["", "res_clip"])
+@pytest.mark.parametrize("fuse", ["", "res_clip", "res_tanh"])
 def test_depthwise_flat(xs, attrs, k, mode, fuse):
     m, feeds = conv_model(xs, (xs[1], 1) + k, {**attrs, "group": xs[1]}, fuse)
     f = flat_params(m)
