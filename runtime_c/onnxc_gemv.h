@@ -36,15 +36,22 @@
 #endif
 /* 1-row tiles prefetch B this many bytes of their stream ahead: weights of a batch-1 layer stream
  * from L3, and the hardware prefetcher alone left ~20% of the bandwidth unused (mlp batch 1: 25.9
- * -> 23.7 us at 2 KB ahead, AVX-512). On Zen 3, with other tenants on the L3, 8 KB ahead (32 rows
- * of a 64-float strip) took 0.92-0.94x the time of 1 KB, and 0.75-0.81x in noisier minutes; 6 KB
- * 0.94-0.95x, 16 KB 0.99-1.0x quiet (0.74-0.88x noisy); from DRAM (64 MB read between runs) all the
- * same. Memory latency times bandwidth: ~4 KB from L3, ~8 KB from DRAM. */
+ * -> 23.7 us at 2 KB ahead, AVX-512 Xeon). On Zen 3, with other tenants on the L3, 8 KB ahead took
+ * 0.92-0.94x the time of 1 KB (6 KB 0.94-0.95x, 16 KB 0.99-1.0x); from DRAM all the same. On Zen 4
+ * (AVX-512 and AVX2 code alike) 4 KB was 0.96-0.99x the time of 8 KB. Memory latency times
+ * bandwidth: ~4 KB from L3, ~8 KB from DRAM. */
 #ifndef ONNXC_GEMV_PF_BYTES
-#define ONNXC_GEMV_PF_BYTES 8192
+#define ONNXC_GEMV_PF_BYTES 4096
 #endif
 #ifndef ONNXC_GEMV_PF
 #define ONNXC_GEMV_PF (ONNXC_GEMV_PF_BYTES / (32 * ONNXC_SGEMM_VL))   /* rows of a 1 x 8-vector tile */
+#endif
+/* ... one prefetch per this many vectors of a row: a prefetch for every vector (as many
+ * prefetches as loads) left the Zen 4 layer below the stream's rate: the mlp benchmark's 784 x 512
+ * layer 20.3 -> 17.2 us (AVX-512, one prefetch per 128 bytes) and 22.1 -> 19.8 us (AVX2 code, one
+ * per 64-byte line, where every line had two) at 1 thread; none at all was 16.6 and 20.7 */
+#ifndef ONNXC_GEMV_PF_STEP
+#define ONNXC_GEMV_PF_STEP 2
 #endif
 /* ... and this many nonzero positions ahead when A's zeros are skipped (the hardware prefetcher
  * no longer sees one stream: a 512 x 512 layer with half its inputs zero 0.78x the dense time at
@@ -111,7 +118,7 @@
                 if (ONNXC_GEMV_PF && MR == 1 && NV == 8) {                                     \
                     const float *pf = NZ ? B + nz[k + s + ONNXC_GEMV_NZ_PF] * ldb              \
                                          : b + ONNXC_GEMV_PF * ldb;                            \
-                    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)                       \
+                    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v += ONNXC_GEMV_PF_STEP)   \
                         __builtin_prefetch(pf + v * ONNXC__GV, 0, 3);                          \
                 }                                                                              \
                 _Pragma("GCC unroll 4") for (int r = 0; r < MR; ++r) {                         \
