@@ -1,10 +1,11 @@
 /* onnxc vectorisable float math: exp, tanh, sigmoid without branches or library calls, so that
  * gcc -O3 vectorises the loops that call them (libm's expf/tanhf are opaque calls).
  *
- *   onnxc_vexpf(x)      max error 1.05 ulp (measured 1.008 with FMA, 0.98 without; tests/test_vmath.py)
+ *   onnxc_vexpf(x)      max error 1.05 ulp (measured 1.008 with FMA, 0.98 without;
+ *                       tests/test_vmath.py)
  *   onnxc_vtanhf(x)     max error 1.5 ulp (measured 1.33)
- *   onnxc_vsigmoidf(x)  max error 2 ulp (measured 1.47 with FMA, 1.93 without); 1 / (1 + exp(-x))
- *                       without overflow, tiny results kept (e / (1 + e) for x < 0)
+ *   onnxc_vsigmoidf(x)  max error 2 ulp, 1.5 with FMA (measured 1.47 with FMA, 1.93 without);
+ *                       1 / (1 + exp(-x)) without overflow, tiny results kept (e / (1 + e) for x < 0)
  *   onnxc_verff(x)      max error 1.8 ulp (measured over every float: 1.64 with FMA, 1.71 without)
  *
  * Errors are against the correctly rounded result, over normal and subnormal results, with or
