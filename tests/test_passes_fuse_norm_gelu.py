@@ -200,3 +200,11 @@ def test_gelu_tanh_near_miss_stays():
     ops = graph_ops(m)
     assert "Tanh" in ops and ops.get("FusedMatMul") == 1, ops
     run_levels(m, feeds, levels=LEVELS, **TOL)
+
+
+def test_gelu_tanh_intermediate_read_elsewhere_stays():
+    m, feeds = gelu_tanh_model("hf", "mulmul")
+    m.graph.output.append(helper.make_empty_tensor_value_info("h2"))   # x^2 also a graph output
+    ops = graph_ops(m)
+    assert "Tanh" in ops and ops.get("FusedMatMul") == 1, ops
+    run_levels(m, feeds, levels=LEVELS, **TOL)

@@ -105,8 +105,8 @@ def _cube_of(v: Value | None):
 
 def _match_tanh(tanh: Node):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), anchored at the Tanh."""
-    m2 = _inner(tanh.inputs[0])
-    if not std(m2, "Mul"):
+    m2, add = _inner(tanh.inputs[0]), _plus_one(tanh)
+    if not std(m2, "Mul") or add is None:
         return None
     a1 = next((v for v, c in (m2.inputs, m2.inputs[::-1]) if _is(c, math.sqrt(2 / math.pi), 1e-6)), None)
     add1 = _inner(a1)
@@ -120,9 +120,6 @@ def _match_tanh(tanh: Node):
         found = _cube_of(cube)
         if found is None or found[0] is not x:
             continue
-        add = _plus_one(tanh)
-        if add is None:
-            return None
         return _tail(x, add.outputs[0], found[1] + [m1, add1, m2, tanh, add], "tanh")
     return None
 
