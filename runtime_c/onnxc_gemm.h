@@ -743,23 +743,35 @@ ONNXC_GEMM_INL void onnxc__sgemm_kernel_direct(int64_t kc, const float *restrict
         for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
             acc[i][j] = (onnxc_vf){0};
     }
-#pragma GCC unroll 2   /* as ONNXC__SGEMM_KLOOP's (attention, paired: 0.96-0.98x the time) */
-    for (int64_t k = 0; k < kc; ++k) {
-        onnxc_vf bv[ONNXC_SGEMM_NV];
-#pragma GCC unroll 4
-        for (int j = 0; j < ONNXC_SGEMM_NV; ++j) {
-            if (pf)   /* the next panel's row k into L2 (weights stream from L3) */
-                __builtin_prefetch(b + k * ldb + pf + j * ONNXC_SGEMM_VL, 0, 2);
-            bv[j] = onnxc__vload(b + k * ldb + j * ONNXC_SGEMM_VL);
-        }
-#pragma GCC unroll 16
-        for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {
-            const float av = ar[i][k];
-#pragma GCC unroll 4
-            for (int j = 0; j < ONNXC_SGEMM_NV; ++j)
-                acc[i][j] += av * bv[j];
-        }
+    /* unroll 2 as ONNXC__SGEMM_KLOOP's (attention, paired: 0.96-0.98x the time); the next
+     * panel's row k prefetched into L2 (weights stream from L3) */
+#define ONNXC__SGEMM_DLOOP(NVU)                                                                \
+    _Pragma("GCC unroll 2") for (int64_t k = 0; k < kc; ++k) {                                 \
+        onnxc_vf bv[NVU];                                                                      \
+        _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j) {                              \
+            if (pf)                                                                            \
+                __builtin_prefetch(b + k * ldb + pf + j * ONNXC_SGEMM_VL, 0, 2);               \
+            bv[j] = onnxc__vload(b + k * ldb + j * ONNXC_SGEMM_VL);                            \
+        }                                                                                      \
+        _Pragma("GCC unroll 16") for (int i = 0; i < ONNXC_SGEMM_MR; ++i) {                    \
+            const float av = ar[i][k];                                                         \
+            _Pragma("GCC unroll 4") for (int j = 0; j < (NVU); ++j)                            \
+                acc[i][j] += av * bv[j];                                                       \
+        }                                                                                      \
     }
+    /* only the vectors that hold columns: a classifier's 10 columns are one AVX-512 vector of
+     * the 3 a panel has, and all 3 made its 32 x 10 x 512 product 3x the multiply-adds */
+    const int nvu = (nr + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL;
+    if (nvu == 1) {
+        ONNXC__SGEMM_DLOOP(1)
+#if ONNXC_SGEMM_NV == 3
+    } else if (nvu == 2) {
+        ONNXC__SGEMM_DLOOP(2)
+#endif
+    } else {
+        ONNXC__SGEMM_DLOOP(ONNXC_SGEMM_NV)
+    }
+#undef ONNXC__SGEMM_DLOOP
     if (mr == ONNXC_SGEMM_MR && nr == ONNXC_SGEMM_NR) {
 #pragma GCC unroll 16
         for (int i = 0; i < ONNXC_SGEMM_MR; ++i)

@@ -706,8 +706,11 @@ def _sgemm_edge_jobs(mr, nr):
         for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (0.75, -0.5)):
             jobs.append((4, 0, 0, M, N, 37, 1, alpha, beta))
     for i, (M, N, K) in enumerate([(mr, nr, kc), (mr + 1, nr - 1, 64), (2 * mr - 1, 3 * nr + 5, 1),
-                                   (1, 1, 7), (mr - 1, 2 * nr, 128), (130, 66, 64), (7, 5, 33)]):
-        for mode in (5, 6):   # onnxc_sgemm_direct: row and column tails, in place and packed
+                                   (1, 1, 7), (mr - 1, 2 * nr, 128), (130, 66, 64), (7, 5, 33),
+                                   (33, 10, 200), (mr + 3, 17, 40), (2 * mr, 33, 50)]):
+        # onnxc_sgemm_direct: row and column tails, in place and packed; column panels of 1, 2 or
+        # all of a panel's vectors (a classifier's 10 columns)
+        for mode in (5, 6):
             jobs.append((mode, 0, 0, M, N, K, 1, 1.0, float((i + mode) % 2)))
     return jobs
 
