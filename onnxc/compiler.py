@@ -54,7 +54,8 @@ class Compiled:
 
 def facts(node: ir.Node) -> NodeFacts:
     spec = lookup(node)
-    return NodeFacts(view=spec.view, inplace=tuple(spec.inplace(node)), scratch=spec.scratch(node))
+    return NodeFacts(view=spec.view, inplace=tuple(spec.inplace(node)), scratch=spec.scratch(node),
+                     slices=tuple(spec.slices(node)))
 
 
 # (minimum optimization_level, pass): ModelProto -> ModelProto before the IR, Graph -> Graph after

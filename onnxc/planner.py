@@ -1,8 +1,10 @@
 """Stage 4: the static memory plan. A pure function: (Graph, per-node planning facts) -> MemoryPlan.
 
 1. Storage groups (union-find): views (Reshape, Flatten, ...) alias their input; elementwise
-   ops may write over an input that dies at that node (in-place). A group is read-only (a graph
-   input or a weight), bound to a graph output buffer, or placed in the arena.
+   ops may write over an input that dies at that node (in-place); a Concat of one output row
+   gets its inputs as slices of its output (each value then sits at a byte offset, `delta`, in
+   its group; its producer writes there and the Concat copies nothing). A group is read-only (a
+   graph input or a weight), bound to a graph output buffer, or placed in the arena.
 2. Liveness of each arena group: [first producer, last reader] in node order; node scratch
    lives during its node only.
 3. A group whose size involves a heap dim (onnxc.dynamic: known only while running, no bound)
@@ -31,6 +33,7 @@ class NodeFacts:
     view: bool = False
     inplace: tuple[tuple[int, int], ...] = ()
     scratch: Dim = 0
+    slices: tuple[int, ...] = ()    # output 0 holds input i's bytes at byte offset slices[i]
 
 
 @dataclass
@@ -49,6 +52,7 @@ class MemoryPlan:
                                        #            | ("output", j) | ("arena", offset)
                                        #            | ("heap", id of the group's first value)
     aliased_views: set[int]            # node indices whose view output shares its input's storage
+                                       # (and Concats whose inputs are slices of their output)
     copies: list[tuple[Value, int]]    # at the end: copy value into graph output j
     scratch: dict[int, Dim]            # node index -> arena offset of its workspace
     blocks: list[Block]
@@ -120,12 +124,40 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
     def last_use(root: int) -> int:
         return max((c.index for m in members[root] for c in m.consumers), default=-1)
 
-    def merge(a: Value, b: Value) -> None:
+    delta: dict[int, int] = {}      # value id -> byte offset in its group's storage (0 if absent)
+
+    def merge(a: Value, b: Value, at: int = 0) -> None:
+        """b's group into a's, b at byte offset `at` from a (its members move with it)."""
         ra, rb = g.find(a.id), g.find(b.id)
         ka, kb = g.kind[ra], g.kind[rb]
         kind = kb if kb[0] == "output" else ka
         g.union(ra, rb, kind)
+        shift = delta.get(a.id, 0) + at - delta.get(b.id, 0)
+        if shift:
+            for m in members[rb]:
+                delta[m.id] = delta.get(m.id, 0) + shift
         members[ra] = members[ra] + members.pop(rb)
+
+    def sliced(root: int) -> bool:
+        return any(delta.get(m.id, 0) for m in members[root])
+
+    def plain(x: Value) -> bool:
+        """x's group: in the arena, not a graph output, every member x's bytes at offset 0."""
+        r = g.find(x.id)
+        return (g.kind[r][0] == "arena" and not sliced(r) and
+                all(not m.is_output and nbytes(m, bounds) == nbytes(x, bounds) for m in members[r]))
+
+    def take_slices(node: Node, at: tuple[int, ...]) -> bool:
+        """Each input of `node` into output 0's group at its offset: all of them or none."""
+        y, xs = node.outputs[0], node.inputs
+        roots = [g.find(x.id) for x in xs if x is not None]
+        if (y is None or len(xs) != len(at) or None in xs or len(set(roots)) != len(xs) or
+                any(o % ALIGN for o in at) or not plain(y) or len(members[g.find(y.id)]) != 1 or
+                not all(plain(x) for x in xs)):
+            return False
+        for x, o in zip(xs, at):
+            merge(y, x, o)
+        return True
 
     aliased: set[int] = set()
     scratch_sizes: dict[int, Dim] = {}
@@ -136,9 +168,13 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         if f.view and node.inputs[0] is not None and node.outputs[0] is not None:
             x, y = node.inputs[0], node.outputs[0]
             kx, ky = g.kind[g.find(x.id)][0], g.kind[g.find(y.id)][0]
-            if not (ky == "output" and kx != "arena"):
+            # a slice of a Concat's output cannot become an output buffer of its own
+            if not (ky == "output" and (kx != "arena" or sliced(g.find(x.id)))):
                 merge(x, y)
                 aliased.add(node.index)
+            continue
+        if f.slices and take_slices(node, f.slices):
+            aliased.add(node.index)
             continue
         for oi, ii in f.inplace:
             x, y = node.input(ii), node.outputs[oi] if oi < len(node.outputs) else None
@@ -147,6 +183,8 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
             rx, ry = g.find(x.id), g.find(y.id)
             kx, ky = g.kind[rx][0], g.kind[ry][0]
             if rx == ry or kx not in ("arena", "output") or (kx == "output" and ky == "output"):
+                continue
+            if (ky == "output" and sliced(rx)) or (kx == "output" and sliced(ry)):
                 continue
             if any(m.is_output for m in members[rx]) or last_use(rx) != node.index:
                 continue
@@ -167,7 +205,9 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
                 heap_outputs.append((graph.outputs[kind[1]], kind[1]))
             kind = ("heap", first.id)
         elif kind[0] == "arena":
-            size = align_up(nbytes(mem[0], bounds), ALIGN)  # members share one byte size
+            # members share one byte size, but for a Concat's slices (sizes then known numbers)
+            size = align_up(nbytes(mem[0], bounds) if not sliced(root) else
+                            max(delta.get(m.id, 0) + nbytes(m, bounds) for m in mem), ALIGN)
             start = min(m.producer.index for m in mem if m.producer is not None)
             end = max(start, last_use(root))
             b = Block(f"g{root}", size, start, end)
@@ -194,7 +234,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
     arena = _place(blocks, hint)
     for root, b in block_of.items():
         for m in members[root]:
-            storage[m.id] = ("arena", b.offset)
+            storage[m.id] = ("arena", b.offset + delta.get(m.id, 0))
     scratch = {int(b.key[1:]): b.offset for b in blocks if b.key[0] == "s"}
     return MemoryPlan(storage, aliased, copies, scratch, blocks, arena, hint, heap_outputs, heap_scratch)
 

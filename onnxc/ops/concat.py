@@ -1,5 +1,7 @@
 """Concat: each input contributes a contiguous block of prod(shape[axis:]) elements to every
-one of the prod(shape[:axis]) output rows; the template copies those blocks."""
+one of the prod(shape[:axis]) output rows; the template copies those blocks. With one output row
+the planner may instead have each input's producer write its block in place (slices): then the
+node copies nothing."""
 from __future__ import annotations
 
 from ..symbolic import Dim, Expr, dim_repr, product
@@ -53,6 +55,23 @@ class Concat(OpSpec):
             if isinstance(d, int) and d < 0:
                 raise fail(node, f"output dim {k} would be {dim_repr(d)}")
         return [(et, tuple(out))]
+
+    def slices(self, node):
+        """One output row (all dims before the axis 1): each input is a contiguous run of the
+        output. Only byte sizes known now, for numbers (strings are pointers the kernel copies)."""
+        y = node.outputs[0]
+        if y is None or y.etype.name == "string" or any(v is None for v in node.inputs):
+            return ()
+        if product(y.shape[:self._axis(node)]) != 1:
+            return ()
+        offsets, at = [], 0
+        for v in node.inputs:
+            n = product(v.shape)
+            if not isinstance(n, int):
+                return ()
+            offsets.append(at)
+            at += n * v.etype.itemsize
+        return tuple(offsets)
 
     def params(self, node):
         y = node.outputs[0]

@@ -41,6 +41,12 @@ class OpSpec:
         """Bytes of workspace the kernel needs during this node only."""
         return 0
 
+    def slices(self, node: Node) -> tuple[int, ...]:
+        """Byte offsets at which output 0 holds each input's bytes unchanged (inputs laid end to
+        end): the planner may then let the producers write there and skip the node's copies
+        (the template sees `aliased`). Empty: never."""
+        return ()
+
 
 def register(cls):
     inst = cls()

@@ -1,0 +1,167 @@
+"""Concat without copies: the planner lets each input's producer write straight into its slice of
+the output (one output row: batch 1, or the first axis), where that is safe; end to end against
+onnx.reference with poisoned buffers, and the plans themselves."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import onnxc
+from onnxc import compiler, ir, planner, shapes
+from util import assert_close, make_model_from_nodes, poisoned, run_both
+
+rng = np.random.default_rng(7)
+
+
+def plan_of(nodes, inputs, outputs, inits=(), dtype=TensorProto.FLOAT):
+    m = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, dtype, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, dtype, None) for n in outputs], list(inits)),
+        opset_imports=[helper.make_opsetid("", 17)])
+    g = ir.from_model(m)
+    shapes.infer(g)
+    p = planner.plan(g, compiler.facts)
+    return g, p, {v.name: p.storage[v.id] for v in g.values}
+
+
+def concat_index(g):
+    return next(n.index for n in g.nodes if n.op_type == "Concat")
+
+
+def test_inputs_are_written_into_their_slices():
+    g, p, st = plan_of([helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
+                        helper.make_node("Neg", ["x"], ["c"]),
+                        helper.make_node("Concat", ["a", "b", "c"], ["y"], axis=1),
+                        helper.make_node("Sigmoid", ["y"], ["z"])], [("x", [1, 16])], ["z"])
+    assert concat_index(g) in p.aliased_views
+    assert st["a"][0] == st["b"][0] == st["c"][0] == st["y"][0] == "arena"
+    assert st["y"][1] == st["a"][1]
+    assert (st["b"][1] - st["a"][1], st["c"][1] - st["a"][1]) == (64, 128)
+    assert p.arena_at({}) == 192          # the output's bytes only: no separate input blocks
+
+
+@pytest.mark.parametrize("case", ["twice", "graph_input", "weight", "also_output", "two_rows",
+                                  "unaligned", "symbolic"])
+def test_unsafe_or_impossible_slices_keep_the_copy(case):
+    x_shape, axis, inits = [1, 16], 1, []
+    nodes = [helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"])]
+    ins, outs = ["a", "b"], ["z"]
+    if case == "twice":
+        ins = ["a", "b", "a"]
+    elif case == "graph_input":
+        ins = ["a", "x"]
+    elif case == "weight":
+        inits = [helper.make_tensor("w", TensorProto.FLOAT, [1, 16], np.ones(16, np.float32))]
+        ins = ["a", "w"]
+    elif case == "also_output":
+        outs = ["z", "b"]
+    elif case == "two_rows":
+        x_shape = [2, 16]
+    elif case == "unaligned":
+        x_shape = [1, 3]              # 12-byte slices: every planned offset stays 64-byte aligned
+    elif case == "symbolic":
+        x_shape, axis = ["N", 16], 0
+    nodes += [helper.make_node("Concat", ins, ["y"], axis=axis), helper.make_node("Sigmoid", ["y"], ["z"])]
+    g, p, st = plan_of(nodes, [("x", x_shape)], outs, inits)
+    assert concat_index(g) not in p.aliased_views
+    assert st["y"] != st["a"]             # the output has bytes of its own: the Concat copies
+
+
+def test_first_axis_concat_is_one_row():
+    g, p, st = plan_of([helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
+                        helper.make_node("Concat", ["a", "b"], ["y"], axis=0),
+                        helper.make_node("Sigmoid", ["y"], ["z"])], [("x", [2, 8])], ["z"])
+    assert concat_index(g) in p.aliased_views
+    assert st["b"][1] - st["a"][1] == 64
+
+
+def test_nested_concat_slices_the_inner_one_only():
+    g, p, st = plan_of([helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
+                        helper.make_node("Concat", ["a", "b"], ["ab"], axis=1),
+                        helper.make_node("Neg", ["x"], ["c"]),
+                        helper.make_node("Concat", ["ab", "c"], ["y"], axis=1),
+                        helper.make_node("Sigmoid", ["y"], ["z"])], [("x", [1, 16])], ["z"])
+    inner, outer = [n.index for n in g.nodes if n.op_type == "Concat"]
+    assert inner in p.aliased_views and outer not in p.aliased_views
+
+
+# ---- end to end: the producers' real kernels writing into slices ------------------------------
+def _check(model, feeds):
+    ref, _ = run_both(model, feeds)       # types the outputs
+    sess = onnxc.InferenceSession(model.SerializeToString())
+    with poisoned():
+        got = sess.run(None, feeds)
+    assert_close(ref, got)
+    return sess
+
+
+def test_fire_module_convs_write_their_channels():
+    """SqueezeNet's fire module: squeeze 1x1, then 1x1 and 3x3 expansions concatenated on the
+    channels, both read again after the Concat (a residual Add, a pooled branch)."""
+    x = rng.standard_normal((1, 24, 9, 9)).astype(np.float32)
+    inits = {"ws": rng.standard_normal((16, 24, 1, 1)).astype(np.float32) * 0.2,
+             "we1": rng.standard_normal((32, 16, 1, 1)).astype(np.float32) * 0.2,
+             "we3": rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1,
+             "bs": rng.standard_normal(16).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "ws", "bs"], ["s0"]), helper.make_node("Relu", ["s0"], ["s"]),
+             helper.make_node("Conv", ["s", "we1"], ["e1_0"]), helper.make_node("Relu", ["e1_0"], ["e1"]),
+             helper.make_node("Conv", ["s", "we3"], ["e3_0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e3_0"], ["e3"]),
+             helper.make_node("Concat", ["e1", "e3"], ["cat"], axis=1),
+             helper.make_node("MaxPool", ["cat"], ["pool"], kernel_shape=[3, 3], strides=[2, 2]),
+             helper.make_node("Add", ["e1", "e3"], ["sum"]),
+             helper.make_node("ReduceMean", ["sum"], ["m"], keepdims=1)]
+    model = make_model_from_nodes(nodes, {"x": x}, inits, ["pool", "m"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    assert concat_index(c.graph) in c.plan.aliased_views   # the case this test is about
+
+
+def test_slice_read_after_concat_and_overwritten_in_place_at_its_end():
+    """a is read after the Concat by an in-place op that may write over a (a's whole group dies
+    there), and b feeds a Reshape that is a graph output (a slice cannot be an output buffer)."""
+    x = rng.standard_normal((1, 4, 4, 4)).astype(np.float32)
+    x.flat[:3] = [np.nan, np.inf, -np.inf]
+    nodes = [helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
+             helper.make_node("Sigmoid", ["x"], ["c"]),
+             helper.make_node("Concat", ["a", "b", "c"], ["y"], axis=1),
+             helper.make_node("Relu", ["y"], ["r"]),
+             helper.make_node("ReduceSum", ["r"], ["rs"], keepdims=1),
+             helper.make_node("Neg", ["a"], ["na"]), helper.make_node("Abs", ["na"], ["out_a"]),
+             helper.make_node("Reshape", ["b", "shape"], ["flat_b"])]
+    model = make_model_from_nodes(nodes, {"x": x}, {"shape": np.array([-1], np.int64)},
+                                  ["rs", "out_a", "flat_b"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    assert concat_index(c.graph) in c.plan.aliased_views
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_dtypes_and_first_axis(dtype):
+    x = (rng.standard_normal((2, 8, 8)) * 50).astype(dtype)
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"]),
+             helper.make_node("Abs", ["x"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["y"], axis=0),
+             helper.make_node("Concat", ["b", "a"], ["y2"], axis=0),
+             helper.make_node("Mul", ["y", "y2"], ["z"])]
+    model = make_model_from_nodes(nodes, {"x": x}, {}, ["z"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    first, second = [n.index for n in c.graph.nodes if n.op_type == "Concat"]
+    assert first in c.plan.aliased_views        # a and b already sit in y: y2 copies them
+    assert second not in c.plan.aliased_views
+
+
+def test_threads_and_batch_two_still_copy():
+    x = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["x"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["y"], axis=1), helper.make_node("Sigmoid", ["y"], ["z"])]
+    model = make_model_from_nodes(nodes, {"x": x}, {"w": w}, ["z"], input_shapes={"x": ["N", 16, 8, 8]})
+    ref, _ = run_both(model, {"x": x})
+    so = onnxc.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = onnxc.InferenceSession(model.SerializeToString(), so)
+    for batch in (1, 2):
+        with poisoned():
+            got = sess.run(None, {"x": x[:batch]})
+        assert_close([ref[0][:batch]], got, 1e-5, 1e-5)
