@@ -148,15 +148,32 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
                 all(not m.is_output and nbytes(m, bounds) == nbytes(x, bounds) for m in members[r]))
 
     def take_slices(node: Node, at: tuple[int, ...]) -> bool:
-        """Each input of `node` into output 0's group at its offset: all of them or none."""
+        """Output 0 as its inputs laid end to end (byte offsets `at`), all of them or none. An input
+        in a group of its own joins y's storage at its offset; inputs already sliced into one group
+        (a Concat of the same prefix before: DenseNet's blocks) must sit at these offsets from each
+        other, and y joins that group where they say, its other bytes free of every member."""
         y, xs = node.outputs[0], node.inputs
-        roots = [g.find(x.id) for x in xs if x is not None]
-        if (y is None or len(xs) != len(at) or None in xs or len(set(roots)) != len(xs) or
-                any(o % ALIGN for o in at) or not plain(y) or len(members[g.find(y.id)]) != 1 or
-                not all(plain(x) for x in xs)):
+        if (y is None or len(xs) != len(at) or None in xs or any(o % ALIGN for o in at) or
+                not plain(y) or len(members[g.find(y.id)]) != 1):
             return False
-        for x, o in zip(xs, at):
-            merge(y, x, o)
+        fresh = [i for i, x in enumerate(xs) if plain(x)]
+        held = [i for i in range(len(xs)) if i not in fresh]
+        if len({g.find(xs[i].id) for i in fresh}) != len(fresh):   # an input twice, or its view
+            return False
+        if held:
+            r, anchor = g.find(xs[held[0]].id), xs[held[0]]
+            base = delta.get(anchor.id, 0) - at[held[0]]             # y's offset in that group
+            if (g.kind[r][0] != "arena" or any(m.is_output for m in members[r]) or
+                    any(g.find(xs[i].id) != r or delta.get(xs[i].id, 0) - at[i] != base for i in held)):
+                return False
+            used = [(delta.get(m.id, 0), delta.get(m.id, 0) + nbytes(m, bounds)) for m in members[r]]
+            for i in fresh:
+                lo = base + at[i]
+                if any(a < lo + nbytes(xs[i], bounds) and lo < b for a, b in used):
+                    return False
+            merge(anchor, y, -at[held[0]])
+        for i in fresh:
+            merge(y, xs[i], at[i])
         return True
 
     aliased: set[int] = set()
@@ -206,8 +223,13 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
             kind = ("heap", first.id)
         elif kind[0] == "arena":
             # members share one byte size, but for a Concat's slices (sizes then known numbers)
-            size = align_up(nbytes(mem[0], bounds) if not sliced(root) else
-                            max(delta.get(m.id, 0) + nbytes(m, bounds) for m in mem), ALIGN)
+            size = nbytes(mem[0], bounds)
+            if sliced(root):     # from the lowest member's first byte (a prefix may come first)
+                low = min(delta.get(m.id, 0) for m in mem)
+                for m in mem:
+                    delta[m.id] = delta.get(m.id, 0) - low
+                size = max(delta[m.id] + nbytes(m, bounds) for m in mem)
+            size = align_up(size, ALIGN)
             start = min(m.producer.index for m in mem if m.producer is not None)
             end = max(start, last_use(root))
             b = Block(f"g{root}", size, start, end)

@@ -74,14 +74,58 @@ def test_first_axis_concat_is_one_row():
     assert st["b"][1] - st["a"][1] == 64
 
 
-def test_nested_concat_slices_the_inner_one_only():
+def test_nested_concat_extends_the_inner_one():
     g, p, st = plan_of([helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
                         helper.make_node("Concat", ["a", "b"], ["ab"], axis=1),
                         helper.make_node("Neg", ["x"], ["c"]),
                         helper.make_node("Concat", ["ab", "c"], ["y"], axis=1),
                         helper.make_node("Sigmoid", ["y"], ["z"])], [("x", [1, 16])], ["z"])
-    inner, outer = [n.index for n in g.nodes if n.op_type == "Concat"]
-    assert inner in p.aliased_views and outer not in p.aliased_views
+    assert {n.index for n in g.nodes if n.op_type == "Concat"} <= p.aliased_views
+    base = st["a"][1]
+    assert [st[n][1] - base for n in ("ab", "y", "b", "c")] == [0, 0, 64, 128]
+    assert p.arena_at({}) == 192
+
+
+def dense_block(layers):
+    """DenseNet's block as torchvision exports it: layer k reads Concat(x0, y1, ..., yk), and the
+    block's output is the Concat of all of them."""
+    nodes, feats = [helper.make_node("Exp", ["x"], ["y0"])], ["y0"]
+    for k in range(1, layers + 1):
+        nodes.append(helper.make_node("Concat", list(feats), [f"c{k}"], axis=1))
+        nodes.append(helper.make_node("ReduceMean", [f"c{k}"], [f"m{k}"], axes=[1], keepdims=1))
+        nodes.append(helper.make_node("Tanh", [f"m{k}"], [f"y{k}"]))
+        feats.append(f"y{k}")
+    nodes.append(helper.make_node("Concat", list(feats), ["out0"], axis=1))
+    nodes.append(helper.make_node("Sigmoid", ["out0"], ["out"]))
+    return nodes
+
+
+def test_dense_block_is_one_buffer():
+    g, p, st = plan_of(dense_block(4), [("x", [1, 1, 16])], ["out"])
+    assert {n.index for n in g.nodes if n.op_type == "Concat"} <= p.aliased_views
+    base = st["y0"][1]
+    assert [st[f"y{k}"][1] - base for k in range(5)] == [0, 64, 128, 192, 256]
+    assert all(st[f"c{k}"][1] == base for k in range(1, 5)) and st["out0"][1] == base
+
+
+@pytest.mark.parametrize("case", ["reordered", "claimed", "gap"])
+def test_held_inputs_must_already_sit_where_the_concat_puts_them(case):
+    nodes = [helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["ab"], axis=1),
+             helper.make_node("Neg", ["x"], ["c"]), helper.make_node("Abs", ["x"], ["d"])]
+    if case == "reordered":        # b then a: they sit the other way round
+        nodes.append(helper.make_node("Concat", ["b", "a", "c"], ["y"], axis=1))
+    elif case == "claimed":        # ab + c took the bytes after b: ab + d cannot have them too
+        nodes += [helper.make_node("Concat", ["ab", "c"], ["abc"], axis=1),
+                  helper.make_node("Concat", ["ab", "d"], ["y"], axis=1),
+                  helper.make_node("Sigmoid", ["abc"], ["w"])]
+    else:                          # a and c, with b between them in a's group
+        nodes.append(helper.make_node("Concat", ["a", "c"], ["y"], axis=1))
+    nodes += [helper.make_node("Sigmoid", ["y"], ["z"]), helper.make_node("Sigmoid", ["ab"], ["v"])]
+    g, p, st = plan_of(nodes, [("x", [1, 16])], ["z", "v"] + (["w"] if case == "claimed" else []))
+    last = [n.index for n in g.nodes if n.op_type == "Concat"][-1]
+    assert last not in p.aliased_views
+    assert st["y"] != st["ab"]
 
 
 # ---- end to end: the producers' real kernels writing into slices ------------------------------
@@ -165,3 +209,12 @@ def test_threads_and_batch_two_still_copy():
         with poisoned():
             got = sess.run(None, {"x": x[:batch]})
         assert_close([ref[0][:batch]], got, 1e-5, 1e-5)
+
+
+def test_dense_block_end_to_end():
+    x = rng.standard_normal((1, 3, 16)).astype(np.float32)
+    x.flat[:2] = [np.nan, -np.inf]
+    model = make_model_from_nodes(dense_block(5), {"x": x}, {}, ["out"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    assert {n.index for n in c.graph.nodes if n.op_type == "Concat"} <= c.plan.aliased_views
