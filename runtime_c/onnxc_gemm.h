@@ -1015,7 +1015,10 @@ ONNXC_GEMM_FN onnxc_sgemm_split onnxc__sgemm_owned_split(int64_t M, int64_t N, i
     const int64_t mchmax = onnxc__gmin(M, ONNXC_SGEMM_MCH);
     const int64_t cap = by_cols ? onnxc__roundup(onnxc__gmin(N, ONNXC_SGEMM_NC), W) / W
                                 : onnxc__roundup(mchmax, W) / W; /* panels the workspace holds */
-    const int par = nt > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN;
+    /* one column panel of prepacked B (the direct path, no packing): a quarter of the work
+     * already pays for a second thread (a classifier's 32 x 10 x 512 at 2 threads: 5.8 -> 3.x us) */
+    const double par_min = !by_cols && N <= ONNXC_SGEMM_NR ? ONNXC_GEMM_PAR_MIN / 4 : ONNXC_GEMM_PAR_MIN;
+    const int par = nt > 1 && (double)M * (double)N * (double)K >= par_min;
     sp.shares = par ? onnxc__gmin(onnxc__gmin(nt, P), cap) : 1;
     sp.q = (P + sp.shares - 1) / sp.shares;
     sp.slot = onnxc__gmin(sp.q, cap / sp.shares);
@@ -1087,7 +1090,7 @@ ONNXC_GEMM_INL void onnxc__sgemm_owned_share_at(const onnxc_sgemm_split *sp, int
     float *const slots = by_cols ? Bp : Ap;
     const int64_t q = sp->q, slot = sp->slot;
     const int64_t Mp = onnxc__roundup(M, ONNXC_SGEMM_MR), Np = onnxc__roundup(N, ONNXC_SGEMM_NR);
-    const int direct = !by_cols && sp->shares == 1 && N <= ONNXC_SGEMM_NR && acs == 1 && csc == 1 &&
+    const int direct = !by_cols && !sp->bcols && N <= ONNXC_SGEMM_NR && acs == 1 && csc == 1 &&
                        alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
     if (epi && (sp->k0 || sp->bcols || by_cols || direct)) {
         /* these paths: the epilogue after the share's product, on its part of C */
@@ -1111,11 +1114,16 @@ ONNXC_GEMM_INL void onnxc__sgemm_owned_share_at(const onnxc_sgemm_split *sp, int
     if (direct) {
         /* one column panel: each element of A meets NR columns only, and packing A cost more than
          * the product (a classifier's 32 x 10 x 512, AVX2: 16.4-17.3 -> 6.4-8.0 us); A's rows read
-         * in place. (Not for more panels: packed A was 0.88x the time at 32 x 512 x 784.) */
-        for (int64_t pc = 0; pc < K; pc += ONNXC_SGEMM_KC) {
+         * in place. (Not for more panels: packed A was 0.88x the time at 32 x 512 x 784.) Shares
+         * own whole MR-row panels, so only the last one has a row tail to copy: it does so in its
+         * own slot of the A region (its 64-byte rounding at most into the B region, unused here). */
+        int64_t i0, i1, j0, j1;
+        onnxc_sgemm_split_part(sp, t, M, N, &i0, &i1, &j0, &j1);
+        void *const mywork = sp->shares > 1 ? (void *)(slots + t * slot * W * kcmax) : work;
+        for (int64_t pc = 0; pc < K && i0 < i1; pc += ONNXC_SGEMM_KC) {
             const int64_t kc = onnxc__gmin(ONNXC_SGEMM_KC, K - pc);
-            onnxc_sgemm_direct(M, N, kc, A + pc, ars, Bpre + pc * Np, kc * ONNXC_SGEMM_NR, ONNXC_SGEMM_NR, 1,
-                               pc == 0 ? beta : 1.0f, C, rsc, work);
+            onnxc_sgemm_direct(i1 - i0, N, kc, A + i0 * ars + pc, ars, Bpre + pc * Np, kc * ONNXC_SGEMM_NR,
+                               ONNXC_SGEMM_NR, 1, pc == 0 ? beta : 1.0f, C + i0 * rsc, rsc, mywork);
         }
         return;
     }

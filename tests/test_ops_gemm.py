@@ -701,6 +701,11 @@ def _sgemm_edge_jobs(mr, nr):
             for ta, tb in ((0, 0), (1, 1), (0, 1), (1, 0)) if mode in (0, 3) else ((0, 0),):
                 alpha, beta = ((1.0, 0.0), (1.0, 1.0), (0.5, -1.5), (-2.0, 0.0))[(i + mode + ta) % 4]
                 jobs.append((mode, ta, tb, M, N, K, 1 + (i + mode) % 2, alpha, beta))
+    # bpacked with one column panel at 2 threads: the direct path split by row panels (the last
+    # share with a row tail, or none), alpha 1 and beta 0 or 1 as it needs
+    for M, N, K, beta in ((33, 10, 512, 0.0), (4 * mr + 3, nr, 300, 1.0), (2 * mr, 5, 1024, 0.0),
+                          (3 * mr + 1, nr - 1, 2 * kc + 5, 1.0)):
+        jobs.append((3, 0, 1, M, N, K, 2, 1.0, beta))
     for M, N in ((mr, nr), (mr, nr - 3), (mr, 5), (mr - 1, nr), (1, 1), (mr, 1), (mr // 2, nr - 1),
                  (mr // 2 + 1, 3), (max(1, mr // 4), nr)):   # transposed tile stores, row-narrow kernels
         for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (0.75, -0.5)):
