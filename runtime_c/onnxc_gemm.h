@@ -1016,7 +1016,7 @@ ONNXC_GEMM_FN onnxc_sgemm_split onnxc__sgemm_owned_split(int64_t M, int64_t N, i
     const int64_t cap = by_cols ? onnxc__roundup(onnxc__gmin(N, ONNXC_SGEMM_NC), W) / W
                                 : onnxc__roundup(mchmax, W) / W; /* panels the workspace holds */
     /* one column panel of prepacked B (the direct path, no packing): a quarter of the work
-     * already pays for a second thread (a classifier's 32 x 10 x 512 at 2 threads: 5.8 -> 3.x us) */
+     * already pays for a second thread (a classifier's 32 x 10 x 512 at 2 threads: 5.8 -> 4.1 us) */
     const double par_min = !by_cols && N <= ONNXC_SGEMM_NR ? ONNXC_GEMM_PAR_MIN / 4 : ONNXC_GEMM_PAR_MIN;
     const int par = nt > 1 && (double)M * (double)N * (double)K >= par_min;
     sp.shares = par ? onnxc__gmin(onnxc__gmin(nt, P), cap) : 1;
