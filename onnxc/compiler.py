@@ -55,7 +55,7 @@ class Compiled:
 def facts(node: ir.Node) -> NodeFacts:
     spec = lookup(node)
     return NodeFacts(view=spec.view, inplace=tuple(spec.inplace(node)), scratch=spec.scratch(node),
-                     slices=tuple(spec.slices(node)))
+                     slices=tuple(spec.slices(node)), window=spec.window(node))
 
 
 # (minimum optimization_level, pass): ModelProto -> ModelProto before the IR, Graph -> Graph after

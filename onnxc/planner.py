@@ -3,7 +3,8 @@
 1. Storage groups (union-find): views (Reshape, Flatten, ...) alias their input; elementwise
    ops may write over an input that dies at that node (in-place); a Concat of one output row
    gets its inputs as slices of its output (each value then sits at a byte offset, `delta`, in
-   its group; its producer writes there and the Concat copies nothing). A group is read-only (a
+   its group; its producer writes there and the Concat copies nothing), and a Slice of whole rows
+   is a window into its input (at its offset, copying nothing). A group is read-only (a
    graph input or a weight), bound to a graph output buffer, or placed in the arena.
 2. Liveness of each arena group: [first producer, last reader] in node order; node scratch
    lives during its node only.
@@ -34,6 +35,7 @@ class NodeFacts:
     inplace: tuple[tuple[int, int], ...] = ()
     scratch: Dim = 0
     slices: tuple[int, ...] = ()    # output 0 holds input i's bytes at byte offset slices[i]
+    window: int | None = None       # output 0 is input 0's bytes from this byte offset on
 
 
 @dataclass
@@ -125,27 +127,37 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         return max((c.index for m in members[root] for c in m.consumers), default=-1)
 
     delta: dict[int, int] = {}      # value id -> byte offset in its group's storage (0 if absent)
+    uneven: set[int] = set()        # roots of groups with members at offsets or of other sizes
 
     def merge(a: Value, b: Value, at: int = 0) -> None:
         """b's group into a's, b at byte offset `at` from a (its members move with it)."""
         ra, rb = g.find(a.id), g.find(b.id)
         ka, kb = g.kind[ra], g.kind[rb]
         kind = kb if kb[0] == "output" else ka
-        g.union(ra, rb, kind)
         shift = delta.get(a.id, 0) + at - delta.get(b.id, 0)
+        # one size comparison per merge: recomputing sizes over whole groups (symbolic products)
+        # at every view or in-place candidate was quadratic in long chains. Only numbers can
+        # differ: windows and slices need known sizes, and a view's symbolic size may be written
+        # another way yet is the same
+        na, nb = nbytes(members[ra][0], bounds), nbytes(members[rb][0], bounds)
+        if shift or ra in uneven or rb in uneven or (isinstance(na, int) and isinstance(nb, int) and na != nb):
+            uneven.add(ra)
+        uneven.discard(rb)
+        g.union(ra, rb, kind)
         if shift:
             for m in members[rb]:
                 delta[m.id] = delta.get(m.id, 0) + shift
-        members[ra] = members[ra] + members.pop(rb)
+        members[ra].extend(members.pop(rb))
 
     def sliced(root: int) -> bool:
-        return any(delta.get(m.id, 0) for m in members[root])
+        """Members at different offsets or of different sizes (Concat slices, Slice windows)."""
+        return root in uneven
 
     def plain(x: Value) -> bool:
         """x's group: in the arena, not a graph output, every member x's bytes at offset 0."""
         r = g.find(x.id)
-        return (g.kind[r][0] == "arena" and not sliced(r) and
-                all(not m.is_output and nbytes(m, bounds) == nbytes(x, bounds) for m in members[r]))
+        return (g.kind[r][0] == "arena" and not sliced(r) and nbytes(members[r][0], bounds) == nbytes(x, bounds)
+                and not any(m.is_output for m in members[r]))
 
     def take_slices(node: Node, at: tuple[int, ...]) -> bool:
         """Output 0 as its inputs laid end to end (byte offsets `at`), all of them or none. An input
@@ -176,6 +188,20 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
             merge(y, xs[i], at[i])
         return True
 
+    def take_window(node: Node, at: int) -> bool:
+        """Output 0 as input 0's bytes from byte offset `at` on: both in the arena (a window
+        never becomes a graph output buffer, nor reads one), sizes known, the offset aligned."""
+        x, y = node.inputs[0], node.outputs[0]
+        if x is None or y is None or at % ALIGN or not plain(y) or len(members[g.find(y.id)]) != 1:
+            return False
+        r = g.find(x.id)
+        # sizes known: an even group's members share its first one's, an uneven one's are numbers
+        if (g.kind[r][0] != "arena" or any(m.is_output for m in members[r]) or
+                not isinstance(nbytes(members[r][0], bounds), int)):
+            return False
+        merge(x, y, at)
+        return True
+
     aliased: set[int] = set()
     scratch_sizes: dict[int, Dim] = {}
     for node in graph.nodes:
@@ -191,6 +217,9 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
                 aliased.add(node.index)
             continue
         if f.slices and take_slices(node, f.slices):
+            aliased.add(node.index)
+            continue
+        if f.window is not None and take_window(node, f.window):
             aliased.add(node.index)
             continue
         for oi, ii in f.inplace:
@@ -222,7 +251,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
                 heap_outputs.append((graph.outputs[kind[1]], kind[1]))
             kind = ("heap", first.id)
         elif kind[0] == "arena":
-            # members share one byte size, but for a Concat's slices (sizes then known numbers)
+            # members share one byte size, but for Concat slices and Slice windows (sizes known)
             size = nbytes(mem[0], bounds)
             if sliced(root):     # from the lowest member's first byte (a prefix may come first)
                 low = min(delta.get(m.id, 0) for m in mem)

@@ -1,6 +1,7 @@
-"""Concat without copies: the planner lets each input's producer write straight into its slice of
-the output (one output row: batch 1, or the first axis), where that is safe; end to end against
-onnx.reference with poisoned buffers, and the plans themselves."""
+"""Concat and Slice without copies: the planner lets each Concat input's producer write straight
+into its slice of the output (one output row: batch 1, or the first axis), and places a Slice of
+whole rows inside its input, where that is safe; end to end against onnx.reference with poisoned
+buffers, and the plans themselves."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -218,3 +219,100 @@ def test_dense_block_end_to_end():
     _check(model, {"x": x})
     c = compiler.compile_model(model)
     assert {n.index for n in c.graph.nodes if n.op_type == "Concat"} <= c.plan.aliased_views
+
+
+# ---- Slice windows ----------------------------------------------------------------------------
+def _slice(x, y, start, end, axis, step=None):
+    ins = [f"{y}_s", f"{y}_e", f"{y}_a"] + ([f"{y}_t"] if step else [])
+    consts = [helper.make_node("Constant", [], [n], value=helper.make_tensor(n, TensorProto.INT64, [1], [v]))
+              for n, v in zip(ins, [start, end, axis] + ([step] if step else []))]
+    return consts + [helper.make_node("Slice", [x] + ins, [y])]
+
+
+def window_plan(shape, start, end, axis, step=None, src="a", outs=("z",)):
+    nodes = [helper.make_node("Exp", ["x"], ["a"])] + _slice(src, "s", start, end, axis, step)
+    nodes += [helper.make_node("Tanh", ["s"], ["t"]), helper.make_node("Add", ["a", "a"], ["aa"]),
+              helper.make_node("ReduceSum", ["aa"], ["r"], keepdims=1),
+              helper.make_node("ReduceSum", ["t"], ["r2"], keepdims=1),
+              helper.make_node("Add", ["r", "r2"], ["z"])]
+    m = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    c = compiler.compile_model(m)
+    idx = next(n.index for n in c.graph.nodes if n.op_type == "Slice")
+    st = {v.name: c.plan.storage[v.id] for v in c.graph.values}
+    return c, idx, st
+
+
+def test_slice_of_whole_rows_is_a_window():
+    c, idx, st = window_plan([1, 8, 16], 4, 8, 1)
+    assert idx in c.plan.aliased_views
+    assert st["s"][0] == st["a"][0] == "arena" and st["s"][1] - st["a"][1] == 4 * 16 * 4
+
+
+@pytest.mark.parametrize("case", ["graph_input", "batch_two", "step_two", "unaligned", "output"])
+def test_slice_windows_only_where_safe(case):
+    kw = {"shape": [1, 8, 16], "start": 4, "end": 8, "axis": 1}
+    if case == "graph_input":
+        kw["src"] = "x"
+    elif case == "batch_two":
+        kw["shape"] = [2, 8, 16]
+    elif case == "step_two":
+        kw["step"] = 2
+    elif case == "unaligned":
+        kw.update(shape=[1, 8, 3], start=1)        # 12 bytes in
+    else:
+        kw["outs"] = ("z", "s")
+    c, idx, st = window_plan(**kw)
+    assert idx not in c.plan.aliased_views
+    assert st["s"] != st["a"]
+
+
+def test_shuffle_block_end_to_end():
+    """ShuffleNetV2's unit as torchvision exports it: the channels cut in halves by Slice, one half
+    through a branch, Concat with the other, the channel shuffle (Reshape, Transpose, Reshape); and
+    a window read last by an op that may write over it in place."""
+    x = rng.standard_normal((1, 32, 6, 6)).astype(np.float32)
+    x.flat[:2] = [np.nan, np.inf]
+    w = rng.standard_normal((16, 16, 1, 1)).astype(np.float32) * 0.3
+    consts = {"sh1": np.array([1, 2, 16, 6, 6], np.int64), "sh2": np.array([1, 32, 6, 6], np.int64)}
+    nodes = [helper.make_node("Relu", ["x"], ["a"])]
+    nodes += _slice("a", "h1", 0, 16, 1) + _slice("a", "h2", 16, 32, 1)
+    nodes += [helper.make_node("Conv", ["h2", "w"], ["b0"]), helper.make_node("Sigmoid", ["b0"], ["b"]),
+              helper.make_node("Concat", ["h1", "b"], ["cat"], axis=1),
+              helper.make_node("Reshape", ["cat", "sh1"], ["r1"]),
+              helper.make_node("Transpose", ["r1"], ["tr"], perm=[0, 2, 1, 3, 4]),
+              helper.make_node("Reshape", ["tr", "sh2"], ["shuf"]),
+              helper.make_node("Neg", ["h1"], ["nh"]), helper.make_node("Abs", ["nh"], ["out2"])]
+    model = make_model_from_nodes(nodes, {"x": x}, {"w": w, **consts}, ["shuf", "out2"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    assert {n.index for n in c.graph.nodes if n.op_type == "Slice"} <= c.plan.aliased_views
+
+
+def test_window_of_a_concat_slice_and_of_a_window():
+    x = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    nodes = [helper.make_node("Exp", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["ab"], axis=1)]
+    nodes += _slice("ab", "mid", 2, 6, 1) + _slice("mid", "inner", 1, 3, 1)
+    nodes += [helper.make_node("Sigmoid", ["inner"], ["y"]), helper.make_node("Neg", ["mid"], ["y2"])]
+    model = make_model_from_nodes(nodes, {"x": x}, {}, ["y", "y2"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    st = {v.name: c.plan.storage[v.id] for v in c.graph.values}
+    assert st["inner"][1] - st["a"][1] == 3 * 32 * 4 and st["mid"][1] - st["a"][1] == 2 * 32 * 4
+
+
+def test_view_of_a_window_at_offset_zero_as_graph_output_is_copied():
+    """The window sits at its input's first byte but is smaller: a Reshape of it that is a graph
+    output must not make the input's whole group that (smaller) output buffer."""
+    x = rng.standard_normal((1, 8, 16)).astype(np.float32)
+    nodes = [helper.make_node("Exp", ["x"], ["a"])] + _slice("a", "s", 0, 4, 1)
+    nodes += [helper.make_node("Reshape", ["s", "flat"], ["out"]),
+              helper.make_node("ReduceSum", ["a"], ["total"], keepdims=1)]
+    model = make_model_from_nodes(nodes, {"x": x}, {"flat": np.array([-1], np.int64)}, ["out", "total"])
+    _check(model, {"x": x})
+    c = compiler.compile_model(model)
+    st = {v.name: c.plan.storage[v.id] for v in c.graph.values}
+    assert st["a"][0] == "arena" and st["out"][0] == "output"

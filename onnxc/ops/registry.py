@@ -41,6 +41,12 @@ class OpSpec:
         """Bytes of workspace the kernel needs during this node only."""
         return 0
 
+    def window(self, node: Node) -> int | None:
+        """Byte offset at which output 0 is a contiguous run of input 0's bytes: the planner may
+        then give the output that storage and skip the node's copy (the template sees
+        `aliased`). None: never."""
+        return None
+
     def slices(self, node: Node) -> tuple[int, ...]:
         """Byte offsets at which output 0 holds each input's bytes unchanged (inputs laid end to
         end): the planner may then let the producers write there and skip the node's copies

@@ -202,6 +202,21 @@ class Slice(OpSpec):
         _, count, _ = self._spec(node)
         return [(node.inputs[0].etype, tuple(count))]
 
+    def window(self, node):
+        """A run of whole rows (ShuffleNet's batch-1 channel halves): every dim before the first
+        sliced one is 1, every one after it whole, step 1, sizes known. Its byte offset."""
+        x = node.inputs[0]
+        if x.etype.name == "string" or node.outputs[0] is None:
+            return None
+        first, count, step = self._spec(node)
+        if not all(isinstance(d, int) for d in (*x.shape, *first, *count, *step)) or 0 in count:
+            return None
+        cut = [a for a in range(x.rank) if count[a] != x.shape[a] or step[a] != 1]
+        if len(cut) != 1 or step[cut[0]] != 1 or any(x.shape[a] != 1 for a in range(cut[0])):
+            return None
+        k = cut[0]
+        return first[k] * product(x.shape[k + 1:]) * x.etype.itemsize
+
     def params(self, node):
         x, y = node.inputs[0], node.outputs[0]
         first, count, step = self._spec(node)
