@@ -54,7 +54,8 @@ class MemoryPlan:
                                        #            | ("output", j) | ("arena", offset)
                                        #            | ("heap", id of the group's first value)
     aliased_views: set[int]            # node indices whose view output shares its input's storage
-                                       # (and Concats whose inputs are slices of their output)
+                                       # (and Concats whose inputs are slices of their output,
+                                       # Slices whose output is a window into their input)
     copies: list[tuple[Value, int]]    # at the end: copy value into graph output j
     scratch: dict[int, Dim]            # node index -> arena offset of its workspace
     blocks: list[Block]
@@ -153,11 +154,18 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         """Members at different offsets or of different sizes (Concat slices, Slice windows)."""
         return root in uneven
 
+    def arena_only(r: int) -> bool:
+        """Group r is placed in the arena and holds no graph output."""
+        return g.kind[r][0] == "arena" and not any(m.is_output for m in members[r])
+
     def plain(x: Value) -> bool:
         """x's group: in the arena, not a graph output, every member x's bytes at offset 0."""
         r = g.find(x.id)
-        return (g.kind[r][0] == "arena" and not sliced(r) and nbytes(members[r][0], bounds) == nbytes(x, bounds)
-                and not any(m.is_output for m in members[r]))
+        return arena_only(r) and not sliced(r) and nbytes(members[r][0], bounds) == nbytes(x, bounds)
+
+    def fresh_output(y: Value) -> bool:
+        """y alone in a plain group: it may take storage inside another group."""
+        return plain(y) and len(members[g.find(y.id)]) == 1
 
     def take_slices(node: Node, at: tuple[int, ...]) -> bool:
         """Output 0 as its inputs laid end to end (byte offsets `at`), all of them or none. An input
@@ -165,8 +173,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         (a Concat of the same prefix before: DenseNet's blocks) must sit at these offsets from each
         other, and y joins that group where they say, its other bytes free of every member."""
         y, xs = node.outputs[0], node.inputs
-        if (y is None or len(xs) != len(at) or None in xs or any(o % ALIGN for o in at) or
-                not plain(y) or len(members[g.find(y.id)]) != 1):
+        if y is None or len(xs) != len(at) or None in xs or any(o % ALIGN for o in at) or not fresh_output(y):
             return False
         fresh = [i for i, x in enumerate(xs) if plain(x)]
         held = [i for i in range(len(xs)) if i not in fresh]
@@ -175,8 +182,8 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         if held:
             r, anchor = g.find(xs[held[0]].id), xs[held[0]]
             base = delta.get(anchor.id, 0) - at[held[0]]             # y's offset in that group
-            if (g.kind[r][0] != "arena" or any(m.is_output for m in members[r]) or
-                    any(g.find(xs[i].id) != r or delta.get(xs[i].id, 0) - at[i] != base for i in held)):
+            if not arena_only(r) or any(g.find(xs[i].id) != r or delta.get(xs[i].id, 0) - at[i] != base
+                                        for i in held):
                 return False
             used = [(delta.get(m.id, 0), delta.get(m.id, 0) + nbytes(m, bounds)) for m in members[r]]
             for i in fresh:
@@ -192,12 +199,11 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         """Output 0 as input 0's bytes from byte offset `at` on: both in the arena (a window
         never becomes a graph output buffer, nor reads one), sizes known, the offset aligned."""
         x, y = node.inputs[0], node.outputs[0]
-        if x is None or y is None or at % ALIGN or not plain(y) or len(members[g.find(y.id)]) != 1:
+        if x is None or y is None or at % ALIGN or not fresh_output(y):
             return False
         r = g.find(x.id)
         # sizes known: an even group's members share its first one's, an uneven one's are numbers
-        if (g.kind[r][0] != "arena" or any(m.is_output for m in members[r]) or
-                not isinstance(nbytes(members[r][0], bounds), int)):
+        if not arena_only(r) or not isinstance(nbytes(members[r][0], bounds), int):
             return False
         merge(x, y, at)
         return True
@@ -211,7 +217,7 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         if f.view and node.inputs[0] is not None and node.outputs[0] is not None:
             x, y = node.inputs[0], node.outputs[0]
             kx, ky = g.kind[g.find(x.id)][0], g.kind[g.find(y.id)][0]
-            # a slice of a Concat's output cannot become an output buffer of its own
+            # a Concat slice or Slice window cannot become an output buffer of its own
             if not (ky == "output" and (kx != "arena" or sliced(g.find(x.id)))):
                 merge(x, y)
                 aliased.add(node.index)
