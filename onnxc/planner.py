@@ -23,7 +23,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from .dynamic import on_heap, run_bounds
 from .ir import Graph, Node, Value
-from .symbolic import Dim, align_up, dmax, evaluate, product, provably_le, substitute
+from .symbolic import Dim, Expr, _mono_key, align_up, dmax, evaluate, product, provably_le, substitute
 
 ALIGN = 64
 
@@ -301,9 +301,50 @@ def _symbols(d: Dim) -> set:
 
 
 def _place(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
+    """Offsets for blocks (set on each) and the arena's size. With symbolic sizes, two plans: all
+    blocks at once (_place_symbolic), and one region per shape class (_place_by_class); the one
+    smaller at the hint is kept (both are valid for every symbol value)."""
     if all(isinstance(b.size, int) for b in blocks):
         return _place_concrete(blocks)
-    return _place_symbolic(blocks, hint)
+    by_class = _place_by_class(blocks, hint)
+    offsets = [b.offset for b in blocks]
+    mixed = _place_symbolic(blocks, hint)
+    if evaluate(by_class, hint) <= evaluate(mixed, hint):
+        for b, off in zip(blocks, offsets):
+            b.offset = off
+        return by_class
+    return mixed
+
+
+def _place_by_class(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
+    """Blocks grouped by their size's monomials (a torchvision model with a batch dim: numbers,
+    for the scratch of nodes that work per image, and multiples of batch), each group placed in
+    its own region, the regions one above the other. A group of one monomial m (sizes c * m, c > 0)
+    is placed as numbers (the coefficients c) and scaled by m: m >= 0, so blocks apart at m = 1
+    are apart for every value. Mixing groups, as _place_symbolic does, leaves a block of c * batch
+    and one of a fixed size comparable only through max() atoms; past MAX_NESTING nothing above
+    them was reused: ResNet-18 exported with a batch dim took a 125 MB arena at batch 1 (its
+    values need 12 MB at once)."""
+    groups: dict[tuple, list[Block]] = {}
+    for b in blocks:
+        terms = b.size.terms if isinstance(b.size, Expr) else {(): b.size}
+        groups.setdefault(tuple(sorted(terms, key=_mono_key)), []).append(b)
+    base: Dim = 0
+    for key in sorted(groups, key=lambda k: [_mono_key(m) for m in k]):
+        members = groups[key]
+        coefs = [b.size.terms[key[0]] if isinstance(b.size, Expr) else b.size for b in members]
+        if len(key) == 1 and all(c > 0 for c in coefs):
+            unit = Expr({key[0]: 1}).simplify()
+            scaled = [Block(b.key, c, b.start, b.end) for b, c in zip(members, coefs)]
+            region: Dim = _place_concrete(scaled) * unit
+            for b, s in zip(members, scaled):
+                b.offset = base + s.offset * unit
+        else:
+            region = _place_symbolic(members, hint)
+            for b in members:
+                b.offset = base + b.offset
+        base = base + region
+    return base
 
 
 class _Placed(NamedTuple):

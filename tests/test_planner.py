@@ -230,3 +230,68 @@ def test_sample_refutation_keeps_the_algebra_answers():
     assert provably_le(0, floordiv(n - 2000, 3))        # the atom is -331 at the sample: not refuted
     assert not provably_le(n, 5) and provably_le(n, n + 1) and not provably_le(2 * n, n + 1)
     assert provably_le(n * 64, n * 64 + 128) and not provably_le(n * 64 + 128, n * 64)
+
+
+def _check_valid(blocks, arena, env):
+    """At env: every block inside the arena, and blocks live at the same time share no byte."""
+    from onnxc.symbolic import evaluate
+    spans = [(evaluate(b.offset, env), evaluate(b.offset + b.size, env), b) for b in blocks]
+    top = evaluate(arena, env)
+    for lo, hi, b in spans:
+        assert 0 <= lo <= hi <= top and lo % 64 == 0, (b.key, lo, hi, top)
+        for lo2, hi2, b2 in spans:
+            if b2 is not b and b.start <= b2.end and b2.start <= b.end and hi > lo and hi2 > lo2:
+                assert hi <= lo2 or hi2 <= lo, (b.key, b2.key, env)
+
+
+def _cnn_blocks(n):
+    """A CNN exported with a batch dim N: each layer's output c * N lives to the next layer; each
+    layer's scratch (per image, so a fixed size) lives during its layer and is the largest block
+    at N = 1, as ResNet-18's Winograd scratch is (12 MB beside 3 MB per image)."""
+    blocks = []
+    for i in range(12):
+        blocks.append(planner.Block(f"g{i}", 64 * (4096 >> (i // 3)) * n, i, i + 1))
+        blocks.append(planner.Block(f"s{i}", 64 * (20000 + 1000 * (i % 5)), i, i))
+    return blocks
+
+
+def test_fixed_scratch_and_batch_blocks_are_planned_per_shape_class():
+    """The fixed-size scratches share one region (they never live together) and the batch-sized
+    values another, each as tight as with numbers. Placing both kinds together, every scratch sat
+    above values of c * N, where only max() atoms could say how high: past their nesting limit the
+    plan stacked everything (ResNet-18 with a batch dim: 125 MB at batch 1, 12 MB needed)."""
+    n = sym("N")
+    blocks = _cnn_blocks(n)
+    arena = planner._place(blocks, {"N": 16})
+    fixed = 64 * 24000                              # the largest scratch
+    per_image = 64 * (4096 + 4096)                  # two live outputs at most
+    for batch in (0, 1, 2, 5, 16, 1000):
+        env = {"N": batch}
+        _check_valid(blocks, arena, env)
+        assert planner.evaluate(arena, env) == fixed + per_image * batch
+    # the joint placement alone is far from that at batch 1 (what this plan replaced)
+    mixed = planner._place_symbolic(_cnn_blocks(n), {"N": 16})
+    assert planner.evaluate(mixed, {"N": 1}) > 3 * (fixed + per_image)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shape_class_plans_are_valid_for_every_symbol_value(seed):
+    """Random lifetimes and sizes of several shape classes (numbers, c * N, c * N * S, c * N + d,
+    c * (S - 1), an aligned floordiv): the plan kept must be valid at every value tried, and never
+    larger at the hint than the joint placement."""
+    from onnxc.symbolic import align_up, floordiv
+    rng = np.random.default_rng(seed)
+    n, s = sym("N"), sym("S")
+    kinds = [lambda c: c, lambda c: c * n, lambda c: c * n * s, lambda c: c * n + 128,
+             lambda c: c * (s - 1) + c, lambda c: align_up(floordiv(n * c + 3, 5), 64)]
+    blocks = []
+    for i in range(80):
+        start = int(rng.integers(0, 120))
+        c = 64 * int(rng.integers(1, 40))
+        blocks.append(planner.Block(f"g{i}", kinds[i % len(kinds)](c), start, start + int(rng.integers(0, 12))))
+    copy = [planner.Block(b.key, b.size, b.start, b.end) for b in blocks]
+    hint = {"N": 16, "S": 16}
+    arena = planner._place(blocks, hint)
+    assert planner.evaluate(arena, hint) <= planner.evaluate(planner._place_symbolic(copy, hint), hint)
+    for env in ({"N": 1, "S": 1}, {"N": 1, "S": 128}, {"N": 7, "S": 3}, {"N": 64, "S": 512}, {"N": 0, "S": 5}):
+        _check_valid(blocks, arena, env)
