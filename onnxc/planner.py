@@ -167,11 +167,20 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
         """y alone in a plain group: it may take storage inside another group."""
         return plain(y) and len(members[g.find(y.id)]) == 1
 
+    def busy_until(m: Value) -> int:
+        """The last node that writes or reads m."""
+        return max([c.index for c in m.consumers] + [m.producer.index if m.producer is not None else -1])
+
+    def group_start(root: int) -> int:
+        """The first node that writes group root."""
+        return min(m.producer.index for m in members[root] if m.producer is not None)
+
     def take_slices(node: Node, at: tuple[int, ...]) -> bool:
         """Output 0 as its inputs laid end to end (byte offsets `at`), all of them or none. An input
         in a group of its own joins y's storage at its offset; inputs already sliced into one group
         (a Concat of the same prefix before: DenseNet's blocks) must sit at these offsets from each
-        other, and y joins that group where they say, its other bytes free of every member."""
+        other, and y joins that group where they say, its other bytes free of every member still
+        read or written once the new input's group is first written."""
         y, xs = node.outputs[0], node.inputs
         if y is None or len(xs) != len(at) or None in xs or any(o % ALIGN for o in at) or not fresh_output(y):
             return False
@@ -185,10 +194,12 @@ def plan(graph: Graph, facts: Callable[[Node], NodeFacts], hint: Mapping[str, in
             if not arena_only(r) or any(g.find(xs[i].id) != r or delta.get(xs[i].id, 0) - at[i] != base
                                         for i in held):
                 return False
-            used = [(delta.get(m.id, 0), delta.get(m.id, 0) + nbytes(m, bounds)) for m in members[r]]
+            # a member's bytes are free again after its last use: ShuffleNet concatenates a
+            # channel half of the unit's input with the branch computed from the other half
+            used = [(delta.get(m.id, 0), delta.get(m.id, 0) + nbytes(m, bounds), busy_until(m)) for m in members[r]]
             for i in fresh:
-                lo = base + at[i]
-                if any(a < lo + nbytes(xs[i], bounds) and lo < b for a, b in used):
+                lo, first = base + at[i], group_start(g.find(xs[i].id))
+                if any(a < lo + nbytes(xs[i], bounds) and lo < b and until >= first for a, b, until in used):
                     return False
             merge(anchor, y, -at[held[0]])
         for i in fresh:
