@@ -188,6 +188,13 @@ def _atom_repr(a: tuple) -> str:
 
 
 # ---- functions on Dims ---------------------------------------------------------------------
+def terms_of(d: Dim) -> list[tuple[Dim, int]]:
+    """d as (monomial, coefficient) pairs in a fixed order, each monomial a Dim with coefficient 1
+    (1 for the constant term): d == sum(m * c)."""
+    terms = d.terms if isinstance(d, Expr) else {(): d}
+    return [(Expr({m: 1}).simplify(), c) for m, c in sorted(terms.items(), key=lambda mc: _mono_key(mc[0]))]
+
+
 def sym(name: str) -> Expr:
     return Expr.symbol(name)
 

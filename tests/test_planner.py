@@ -295,3 +295,17 @@ def test_shape_class_plans_are_valid_for_every_symbol_value(seed):
     assert planner.evaluate(arena, hint) <= planner.evaluate(planner._place_symbolic(copy, hint), hint)
     for env in ({"N": 1, "S": 1}, {"N": 1, "S": 128}, {"N": 7, "S": 3}, {"N": 64, "S": 512}, {"N": 0, "S": 5}):
         _check_valid(blocks, arena, env)
+
+
+def test_terms_of_splits_a_size_into_monomials():
+    """What _place_by_class groups by: every monomial with its coefficient, the constant as 1, in
+    one order whatever the construction order."""
+    from onnxc.symbolic import dmin, evaluate, terms_of
+    n, s = sym("N"), sym("S")
+    size = 4096 * n * s + 64 + 1024 * dmin(n, 960)
+    terms = terms_of(size)
+    assert sum(m * c for m, c in terms) == size
+    assert terms[0] == (1, 64) and sorted(c for _, c in terms[1:]) == [1024, 4096]
+    assert terms_of(64 + 1024 * dmin(n, 960) + 4096 * s * n) == terms
+    assert terms_of(192) == [(1, 192)]
+    assert all(evaluate(m, {"N": 3, "S": 5}) > 0 for m, _ in terms)
