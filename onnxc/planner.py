@@ -337,14 +337,15 @@ def _place_by_class(blocks: list[Block], hint: Mapping[str, int]) -> Dim:
     them was reused: ResNet-18 exported with a batch dim took a 73 MB arena at batch 1 (12.9 MB
     placed per class)."""
     groups: dict[tuple, list[Block]] = {}
+    terms = {id(b): terms_of(b.size) for b in blocks}
     for b in blocks:
-        groups.setdefault(tuple(dim_repr(m) for m, _ in terms_of(b.size)), []).append(b)
+        groups.setdefault(tuple(dim_repr(m) for m, _ in terms[id(b)]), []).append(b)
     base: Dim = 0
     for key in sorted(groups):
         members = groups[key]
-        coefs = [terms_of(b.size)[0][1] for b in members] if len(key) == 1 else [-1]
+        coefs = [terms[id(b)][0][1] for b in members] if len(key) == 1 else [-1]
         if min(coefs) >= 0:
-            unit = terms_of(members[0].size)[0][0]           # the group's one monomial
+            unit = terms[id(members[0])][0][0]               # the group's one monomial
             scaled = [Block(b.key, c, b.start, b.end) for b, c in zip(members, coefs)]
             region: Dim = _place_concrete(scaled) * unit
             for b, s in zip(members, scaled):
