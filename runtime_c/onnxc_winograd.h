@@ -68,10 +68,19 @@ ONNXC_GEMM_FN void onnxc__wino_tile_t(int64_t kc, const float *a, const float *b
 #endif
 
 /* O_t[m][tile] (row stride Tb, t at O + t * ostride) = U_t V_t for output channels [m0, m1)
- * (m0 a multiple of the U panel width) and the first nb tiles of the block.
+ * and the first nb tiles of the block.
  * swapped = 0: U in MR-row panels (Mp rows), V in NR-tile panels; whole register tiles are
- *              stored (O has Mp rows and Tb, a multiple of NR, columns).
- * swapped = 1: V in MR-tile panels, U in NR-column panels; tiles stored transposed. */
+ *              stored (O has Mp rows and Tb, a multiple of NR, columns). m0: a multiple of MR.
+ * swapped = 1: V in MR-tile panels, U in NR-column panels; tiles stored transposed. m0 and m1 (or
+ *              M): multiples of ONNXC_WINO_MUNIT, a vector, so a range may start or end inside a
+ *              panel (the tile reads its vectors from the panel's rows of NR): threads that split
+ *              few channels get even shares, not whole panels (a 512-channel layer: 256 + 256
+ *              instead of 288 + 224). */
+#if defined(ONNXC_GEMM_VEC)
+#define ONNXC_WINO_MUNIT ONNXC_SGEMM_VL
+#else
+#define ONNXC_WINO_MUNIT ONNXC_SGEMM_NR   /* the plain tile reads whole panel rows */
+#endif
 ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t Mp, int64_t C, int64_t Tb,
                                    int64_t nb, const float *U, int64_t ustride, const float *V,
                                    int64_t vstride, float *O, int64_t ostride, int64_t m0, int64_t m1);
@@ -91,12 +100,15 @@ ONNXC_GEMM_FN void onnxc_wino_gemm(int swapped, int64_t nn, int64_t M, int64_t M
                     for (int64_t j = 0; j < nb; j += ONNXC_SGEMM_NR)
                         onnxc__wino_tile(kc, Ut + pc * Mp + i * kc, Vt + pc * Tb + j * kc, Ot + i * Tb + j, Tb, beta);
             } else {
-                for (int64_t j = m0; j < m1; j += ONNXC_SGEMM_NR)
+                const int64_t mend = onnxc__gmin(m1, M);
+                for (int64_t j = m0, je; j < mend; j = je) {
+                    const int64_t pj = j / ONNXC_SGEMM_NR * ONNXC_SGEMM_NR;   /* j's panel */
+                    je = onnxc__gmin(pj + ONNXC_SGEMM_NR, mend);
                     for (int64_t i = 0; i < nb; i += ONNXC_SGEMM_MR)
-                        onnxc__wino_tile_t(kc, Vt + pc * Tb + i * kc, Ut + pc * Mp + j * kc, Ot + j * Tb + i, Tb,
-                                           (int)onnxc__gmin(ONNXC_SGEMM_MR, nb - i),
-                                           (int)onnxc__gmin(ONNXC_SGEMM_NR, M - j), beta,
-                                           i == 0 ? ONNXC_WINO_PF : 0);
+                        onnxc__wino_tile_t(kc, Vt + pc * Tb + i * kc, Ut + pc * Mp + pj * kc + (j - pj),
+                                           Ot + j * Tb + i, Tb, (int)onnxc__gmin(ONNXC_SGEMM_MR, nb - i),
+                                           (int)(je - j), beta, i == 0 ? ONNXC_WINO_PF : 0);
+                }
             }
         }
     }

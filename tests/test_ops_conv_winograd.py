@@ -145,7 +145,9 @@ def test_non_finite_inputs_like_direct():
 
 
 # fewer tile blocks than threads: the blocks' V computed first, channels split over the threads
-# (one block at 7x7 and 14x14; two blocks of a batch of 2 at 3 and 4 threads)
+# (one block at 7x7 and 14x14; two blocks of a batch of 2 at 3 and 4 threads). The split is in
+# vectors of a U panel, so ranges start and end inside panels (256 at 2 threads: 128 + 128; 130:
+# 80 + 50); every output is the same sum whatever the split, so the bits equal one thread's.
 PRE_CASES = [
     (1, 256, 14, 14, 256, False),
     (1, 70, 7, 7, 100, True),
@@ -158,9 +160,11 @@ def test_blocks_shared_by_threads(case):
     n, c, h, w, m, res = PRE_CASES[case]
     mdl, feeds = model(n, c, h, w, m, res=res, seed=case)
     assert wino(mdl)[0] is not None
+    _, one = run(mdl, feeds, 1)
     for nt in (2, 3, 4):
         ref, got = run(mdl, feeds, nt)
         np.testing.assert_allclose(got, ref, **TOL)
+        np.testing.assert_array_equal(got, one)
 
 
 @pytest.mark.parametrize("nt", [2, 4])
