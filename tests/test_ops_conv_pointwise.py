@@ -87,6 +87,16 @@ def test_thread_splits(case):
             np.testing.assert_allclose(got, ref, **TOL)
 
 
+def test_whole_vector_rows_read_in_place():
+    """784 pixels (28x28) fill no 48-column tiles, but each row is 49 whole vectors: no padded
+    copy of X, the last tile reads its 16 pixels in place, ending at the row's end."""
+    mdl, feeds = model(1, 192, 28, 32, 1, True, "Clip", seed=7)
+    pw = pw_params(mdl)
+    assert pw is not None and pw["xpad"] == 0 and pw["whole"]
+    ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+    assert_at_1_to_3_threads(mdl, feeds, ref)
+
+
 @pytest.mark.parametrize("c, m, res, act", [(160, 96, True, "Clip"), (96, 160, False, "Relu")])
 def test_7x7_padded_rows_on_avx2(c, m, res, act):
     """49 pixels in a copy of 64 per row: taken with AVX2's 16-column tiles, left to the swapped
