@@ -119,10 +119,33 @@ ONNXC_GEMM_INL onnxc_vf onnxc__pw_clamp(onnxc_vf v, onnxc_vf l, onnxc_vf h)
 }
 #endif
 
+/* The first n (1..VL) floats at p in a vector, the other lanes zero, never reading past them
+ * (masked loads do not fault): a plane's last pixels read in place (onnxc_pw_rows, xpad == 2). */
+#if defined(ONNXC_GEMM_VEC) && ONNXC_SGEMM_VL == 16 && defined(__AVX512F__)
+#define ONNXC_PW_MASKED_TAIL 1
+ONNXC_GEMM_INL onnxc_vf onnxc__pw_loadn(const float *p, int n)
+{
+    return (onnxc_vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
+}
+#elif defined(ONNXC_DW_ROWS8)
+#define ONNXC_PW_MASKED_TAIL 1
+ONNXC_GEMM_INL onnxc_vf onnxc__pw_loadn(const float *p, int n)
+{
+    return __builtin_ia32_maskloadps256((const onnxc_vf *)p, onnxc__dw_mask((1 << n) - 1));
+}
+#endif
+/* X's vector at p, the last of the tile (last != 0) holding only `tail` floats (0: whole) */
+#if defined(ONNXC_PW_MASKED_TAIL)
+#define ONNXC__PW_LOAD(p, last) ((last) && tail ? onnxc__pw_loadn(p, tail) : onnxc__vload(p))
+#else
+#define ONNXC__PW_LOAD(p, last) onnxc__vload(p)
+#endif
+
 ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x,
                                    int64_t ldx, const float *bias, const float *z, int64_t ldz, float *y,
-                                   int64_t ldy, int rows, int nv, const float *clamp)
+                                   int64_t ldy, int rows, int nv, const float *clamp, int tail)
 {
+    (void)tail;
 #if defined(ONNXC_GEMM_VEC)
     onnxc_vf acc[ONNXC_SGEMM_MR][ONNXC_SGEMM_NV];
     _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
@@ -140,14 +163,14 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
             const float *xk = x + pc * ldx;
             int64_t k = 0;
             for (; k + 2 <= kc; k += 2, w += 2 * ONNXC_SGEMM_MR, xk += 2 * ldx) {
-                const onnxc_vf x0 = onnxc__vload(xk), x1 = onnxc__vload(xk + ldx);
+                const onnxc_vf x0 = ONNXC__PW_LOAD(xk, 1), x1 = ONNXC__PW_LOAD(xk + ldx, 1);
                 _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
                     acc[r][0] += w[r] * x0;
                     odd[r] += w[ONNXC_SGEMM_MR + r] * x1;
                 }
             }
             if (k < kc) {
-                const onnxc_vf x0 = onnxc__vload(xk);
+                const onnxc_vf x0 = ONNXC__PW_LOAD(xk, 1);
                 _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) acc[r][0] += w[r] * x0;
             }
         }
@@ -160,7 +183,7 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
         for (int64_t k = 0; k < kc; ++k, w += ONNXC_SGEMM_MR, xk += ldx) {
             onnxc_vf xv[ONNXC_SGEMM_NV];
             _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv)
-                xv[v] = onnxc__vload(xk + v * ONNXC_SGEMM_VL);
+                xv[v] = ONNXC__PW_LOAD(xk + v * ONNXC_SGEMM_VL, v == nv - 1);
             _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
                 const float ws = w[r];   /* scalar x vector: a broadcast from memory, as in the SGEMM */
                 _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] += ws * xv[v];
@@ -245,8 +268,10 @@ ONNXC_GEMM_INL void onnxc__pw_col(int64_t K, int64_t Rp, const float *wp, int64_
 }
 #endif
 
-/* xpad: every row of X is readable up to a multiple of 16 columns past n (a padded copy), so the
- * last columns are read in place (no per-panel copy of K x NR floats). Inlined into each node, so
+/* xpad: 1: every row of X is readable up to a multiple of 16 columns past n (a padded copy, or
+ * rows of whole vectors), so the last columns are read in place (no per-panel copy of K x NR
+ * floats); 2: the same from X's own rows with the last vector's load masked to the columns left
+ * (where masked loads exist, ONNXC_PW_MASKED_TAIL; else as 0); 0: copied. Inlined into each node, so
  * its constants (K, strides, bias / residual present) shape the tile loop: a shared copy left that
  * to GCC's per-call-site clones, whose register allocation changed from build to build (one build
  * spilled the X vectors; MobileNetV2 25% slower at one thread). */
@@ -256,8 +281,12 @@ ONNXC_GEMM_INL void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_
 {
     int64_t j = 0;
     for (; j + ONNXC_SGEMM_NR <= n; j += ONNXC_SGEMM_NR)
-        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows, ONNXC_SGEMM_NV, clamp);
+        onnxc__pw_tile(K, Rp, wp, p, x + j, ldx, bias, z ? z + j : z, ldz, y + j, ldy, rows, ONNXC_SGEMM_NV, clamp, 0);
     const int64_t rem = n - j;
+#if !defined(ONNXC_PW_MASKED_TAIL)
+    if (xpad == 2)
+        xpad = 0;
+#endif
     if (rem <= 0)
         return;
 #if defined(ONNXC__PW_COL_MAX)
@@ -294,20 +323,22 @@ ONNXC_GEMM_INL void onnxc_pw_rows(int64_t K, int64_t Rp, const float *wp, int64_
             memset(zt + r * ONNXC_SGEMM_NR + rem, 0, sizeof(float) * (ONNXC_SGEMM_NR - rem));
         }
 #if defined(ONNXC_GEMM_VEC)
-    /* only the vectors that hold columns (a 4-column tail costs one vector of NV) */
+    /* only the vectors that hold columns (a 4-column tail costs one vector of NV); the last one's
+     * load masked to the columns in it when X is read in place (xpad == 2) */
     const int nvt = (int)((rem + ONNXC_SGEMM_VL - 1) / ONNXC_SGEMM_VL);
+    const int tl = xpad == 2 ? (int)(rem % ONNXC_SGEMM_VL) : 0;
 #else
-    const int nvt = 1;
+    const int nvt = 1, tl = 0;
 #endif
     if (nvt == 1)
-        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1, clamp);
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 1, clamp, tl);
 #if ONNXC_SGEMM_NV == 3
     else if (nvt == 2)
-        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 2, clamp);
+        onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows, 2, clamp, tl);
 #endif
-    else
+    else   /* nvt == NV (NV <= 3) */
         onnxc__pw_tile(K, Rp, wp, p, xt, ldt, bias, z ? zt : z, ONNXC_SGEMM_NR, yt, ONNXC_SGEMM_NR, rows,
-                       ONNXC_SGEMM_NV, clamp);
+                       ONNXC_SGEMM_NV, clamp, tl);
     for (int r = 0; r < rows; ++r)
         memcpy(y + r * ldy + j, yt + r * ONNXC_SGEMM_NR, sizeof(float) * rem);
 }

@@ -152,8 +152,10 @@ def test_pointwise_symbolic_batch_threads_nan(nt):
         assert np.isnan(got[0, :, 4, 5]).all() and got[0, 1, 2, 2] == 0   # -inf clipped
 
 
+# The last columns of each row: with AVX-512's tiles (and AVX2's) read in place, the last vector
+# masked; SSE and NEON builds read them from a padded copy (test_pointwise_last_columns_every_build)
 XPAD_CASES = [
-    ((1, 24, 14, 14), 40, 1),     # 196 pixels: 4 tiles + 4 columns read from the padded copy
+    ((1, 24, 14, 14), 40, 1),     # 196 pixels: 4 tiles + 4 columns, the last vector masked
     ((2, 300, 13, 13), 19, 1),    # 169: K > ONNXC_SGEMM_KC, batch 2, partial channel panel
     ((1, 16, 14, 14), 24, 4),     # grouped: each group's rows of the copy
 ]
@@ -164,19 +166,20 @@ XPAD_CASES = [
 def test_pointwise_padded_copy(xs, m, group, fuse):
     mdl, feeds = conv_model(xs, (m, xs[1] // group, 1, 1), {"group": group}, fuse)
     p = params(mdl)[0]
-    assert p["kind"] == "pointwise" and p["pw"] and p["pw"]["xpad"] == -(-xs[2] * xs[3] // 16) * 16
+    assert p["kind"] == "pointwise" and p["pw"] and (p["pw"]["xpad"], p["pw"]["in_place"]) == (0, 2)
     check(mdl, feeds, rtol=1e-4, atol=1e-5 * max(1, xs[1]) ** 0.5)
 
 
 @pytest.mark.parametrize("portable", [False, True])
 @pytest.mark.parametrize("xs,m", [((1, 24, 14, 14), 40), ((2, 600, 21, 21), 19)])
 def test_pointwise_last_columns_every_build(xs, m, portable, tmp_path):
-    """The last partial tile in native and portable builds: from a padded copy of X (196 pixels)
-    or, where X is too large to copy (600 x 441), from a per-panel copy of the last columns."""
+    """The last partial tile in native and portable builds: native (AVX-512, AVX2) from X itself,
+    the last vector's load masked; portable (SSE) from a padded copy of X (196 pixels) or, where X
+    is too large to copy (600 x 441), from a per-panel copy of the last columns."""
     from onnxc.compiler import Options
     from util import assert_close
     mdl, feeds = conv_model(xs, (m, xs[1], 1, 1), {}, "res_clip")
-    assert params(mdl)[0]["pw"] and bool(params(mdl)[0]["pw"]["xpad"]) == (xs[1] == 24)
+    assert params(mdl)[0]["pw"] and params(mdl)[0]["pw"]["in_place"] == 2
     feeds["x"][0, 1, -1, -1], feeds["z"][-1, 2, -1, -2] = np.nan, np.inf
     want = ReferenceEvaluator(mdl).run(None, feeds)
     typed_outputs(mdl, want)

@@ -87,23 +87,62 @@ def test_thread_splits(case):
             np.testing.assert_allclose(got, ref, **TOL)
 
 
+@pytest.mark.parametrize("hw, block, xpad, in_place", [
+    (14, (8, 48), 0, 2),     # AVX-512: 196 = 4 x 48 + 4, the last vector masked
+    (14, (6, 16), 0, 2),     # AVX2: 12 x 16 + 4
+    (14, (6, 8), 208, 0),    # SSE (no masked loads): rows copied, padded to 208
+    (28, (6, 8), 0, 1),      # 784 = 49 x 16 on every ISA: in place
+])
+def test_how_the_last_pixels_are_read(hw, block, xpad, in_place):
+    mdl, feeds = model(1, 64, hw, 32, 1, True, "Relu", seed=hw)
+    pw = pw_params(mdl, block=block)
+    assert pw is not None and (pw["xpad"], pw["in_place"]) == (xpad, in_place)
+    if block == (8, 48):
+        ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+        assert_at_1_to_3_threads(mdl, feeds, ref)
+
+
+def test_last_vector_never_reads_past_x():
+    """X read in place with its last vector masked (196 pixels: 4 past the last whole vector),
+    placed to end where an unreadable page starts: a whole-vector load there would fault."""
+    import ctypes
+    import mmap
+    mdl, feeds = model(1, 64, 14, 32, 1, False, "Relu", seed=3)
+    assert pw_params(mdl)["in_place"] == 2
+    x, page = feeds["x"], mmap.PAGESIZE
+    pages = -(-x.nbytes // page)
+    mm = mmap.mmap(-1, (pages + 1) * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(base + pages * page, page, 0) == 0     # PROT_NONE
+    try:
+        xg = np.frombuffer(mm, np.float32, x.size, pages * page - x.nbytes).reshape(x.shape)
+        xg[...] = x
+        ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
+        assert_at_1_to_3_threads(mdl, {"x": xg}, ref)
+    finally:
+        libc.mprotect(base + pages * page, page, 3)               # PROT_READ | PROT_WRITE
+
+
 def test_whole_vector_rows_read_in_place():
     """784 pixels (28x28) fill no 48-column tiles, but each row is 49 whole vectors: no padded
     copy of X, the last tile reads its 16 pixels in place, ending at the row's end."""
     mdl, feeds = model(1, 192, 28, 32, 1, True, "Clip", seed=7)
     pw = pw_params(mdl)
-    assert pw is not None and pw["xpad"] == 0 and pw["whole"]
+    assert pw is not None and pw["xpad"] == 0 and pw["in_place"] == 1
     ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
     assert_at_1_to_3_threads(mdl, feeds, ref)
 
 
 @pytest.mark.parametrize("c, m, res, act", [(160, 96, True, "Clip"), (96, 160, False, "Relu")])
 def test_7x7_padded_rows_on_avx2(c, m, res, act):
-    """49 pixels in a copy of 64 per row: taken with AVX2's 16-column tiles, left to the swapped
-    SGEMM with AVX-512's 48 (ops/conv.py pointwise_rows_ok); correct on whichever the host has."""
+    """49 pixels, 64 per row in vectors: taken with AVX2's 16-column tiles, X read in place with
+    the last vector masked, left to the swapped SGEMM with AVX-512's 48 (ops/conv.py
+    pointwise_rows_ok); correct on whichever the host has."""
     mdl, feeds = model(1, c, 7, m, 1, res, act, seed=c)
     pw = pw_params(mdl, block=(6, 16))
-    assert pw is not None and pw["xpad"] == 64
+    assert pw is not None and pw["xpad"] == 0 and pw["in_place"] == 2
     assert pw_params(mdl) is None
     ref = ReferenceEvaluator(mdl).run(None, feeds)[0]
     assert_at_1_to_3_threads(mdl, feeds, ref)

@@ -58,6 +58,7 @@ PW_PANEL_MAJOR_BYTES = 640 << 10   # X up to this: pointwise jobs ordered by pan
 PW_PAD = 16                  # padded copy of X for pointwise (pointwise_xpad): rows of whole vectors
 PW_AVX2_PAD_SHARE = 0.35     # padding share onnxc_pw_rows may take with AVX2's 16-column tiles
 PW_XPAD_MAX_BYTES = 1 << 20
+PW_MASKED_NR = (48, 16)      # SGEMM tile widths of AVX-512 and AVX2: masked loads (ONNXC_PW_MASKED_TAIL)
 PW_MR_MAX, PW_NR_MAX = 16, 64   # ONNXC_SGEMM_MR_MAX / NR_MAX: the tail tile's scratch
 DWF_VL = 16                  # depthwise_flat: AVX-512 lanes
 DWF_MAX_POSITIONS = 64 * 64  # planes up to this run as one unrolled row of chunks, larger ones per row
@@ -250,22 +251,26 @@ def pointwise_strided(g) -> bool:
 def pointwise_xpad(g, nr: int) -> int:
     """Row length of the padded copy of X that onnxc_pw_rows reads its last tile from (pixels
     rounded up to 16: whole vectors), or 0 where the pixels fill NR-wide tiles, X's own rows are
-    whole vectors already (pointwise_whole_rows) or X is large.
+    read in place (pointwise_in_place) or X is large.
     A strided 1x1 conv always takes the copy (pointwise_strided)."""
     osp = product(g["O"])
     ldp = -(-osp // PW_PAD) * PW_PAD
-    if not pointwise_strided(g) and (osp % nr == 0 or pointwise_whole_rows(g)
+    if not pointwise_strided(g) and (osp % nr == 0 or pointwise_in_place(g, nr)
                                      or 4 * g["C"] * ldp > PW_XPAD_MAX_BYTES):
         return 0
     return ldp
 
 
-def pointwise_whole_rows(g) -> bool:
-    """X's rows (the pixels of a channel) are whole vectors of every ISA (16 floats): the last
-    tile reads them in place, ending at the row's end. 28x28, 56x56 and 112x112 planes: their
-    copy into padded rows was a pointless read and write of X (MobileNetV2's 28x28 block 0.95x the
-    time at 1 thread, 0.80x at 2, where each thread's half rows of the copy met the other's)."""
-    return not pointwise_strided(g) and product(g["O"]) % PW_PAD == 0
+def pointwise_in_place(g, nr: int) -> int:
+    """How onnxc_pw_rows reads the last pixels of X's rows in place (its xpad argument): 1 where
+    the rows are whole vectors of every ISA (16 floats: 28x28, 56x56, 112x112 planes), 2 with the
+    last vector's load masked where the SGEMM tile is AVX-512's or AVX2's (NR 48 or 16: 14x14,
+    7x7), 0 not at all (a padded copy, or a copy per panel). The copy into padded rows read and
+    wrote all of X (MobileNetV2's 28x28 block without it: 0.95x the time at 1 thread, 0.80x at 2,
+    where each thread's half rows of the copy met the other's)."""
+    if pointwise_strided(g):
+        return 0
+    return 1 if product(g["O"]) % PW_PAD == 0 else 2 if nr in PW_MASKED_NR else 0
 
 
 def pointwise_rows_ok(g, nr: int) -> bool:
@@ -278,7 +283,7 @@ def pointwise_rows_ok(g, nr: int) -> bool:
     osp = product(g["O"])
     if not isinstance(osp, int):
         return False
-    if pointwise_xpad(g, nr) or pointwise_whole_rows(g):
+    if pointwise_xpad(g, nr) or pointwise_in_place(g, nr):
         return -(-osp // PW_PAD) * PW_PAD - osp <= (PW_AVX2_PAD_SHARE if nr == 16 else 0.1) * osp
     return (-(-osp // nr) * nr - osp) <= 0.1 * osp
 
@@ -607,7 +612,7 @@ class Conv(OpSpec):
             # columns a thread computes: 2 threads 1.3-1.6x faster on MobileNetV2's projections)
             by_pixels = g["Mg"] <= osp
             pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
-                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "whole": pointwise_whole_rows(g), "by_panel": by_panel,
+                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "in_place": pointwise_in_place(g, pre["nr"]), "by_panel": by_panel,
                   "by_pixels": by_pixels, "align": CHUNK_ALIGN,
                   "sub": list(g["S"][1:]) if pointwise_strided(g) else None}
             native, wpack_bytes, slots = PW_SLOTS * tmp + _align(4 * g["C"] * xpad), pre["stride"], 1
