@@ -240,14 +240,17 @@ def test_conv_threads_and_chunks(threads):
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_conv_few_pixels_column_split(threads):
     """7x7 outputs (49 pixel rows of the swapped SGEMM, prepacked weights): threads split the
-    output channels (onnxc__sgemm_bcols_share) for a 1x1 and a strided 3x3 (im2col, K > KC)."""
+    output channels (onnxc__sgemm_bcols_share) for a 1x1 and a strided 3x3 (im2col, K > KC), and a
+    1x1 with a fused residual and Relu."""
     x = rand((1, 64, 14, 14)) * 0.5
     x[0, 3, 4, 5], x[0, 40, 13, 13] = np.nan, np.inf
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1]),
-             helper.make_node("Conv", ["y", "pw", "b2"], ["u"])]
+             helper.make_node("Conv", ["y", "pw", "b2"], ["u"]),
+             helper.make_node("Conv", ["u", "pw3", "b3"], ["c3"]), helper.make_node("Add", ["c3", "y"], ["s3"]),
+             helper.make_node("Relu", ["s3"], ["v"])]
     inits = {"w": rand((150, 64, 3, 3)) * 0.05, "b": rand((150,)), "pw": rand((400, 150, 1, 1)) * 0.1,
-             "b2": rand((400,))}
-    m = make_model_from_nodes(nodes, {"x": x}, inits, ["y", "u"])
+             "b2": rand((400,)), "pw3": rand((150, 400, 1, 1)) * 0.05, "b3": rand((150,))}
+    m = make_model_from_nodes(nodes, {"x": x}, inits, ["y", "u", "v"])
     check_threads(m, x, threads)
 
 
