@@ -612,8 +612,8 @@ class Conv(OpSpec):
             # columns a thread computes: 2 threads 1.3-1.6x faster on MobileNetV2's projections)
             by_pixels = g["Mg"] <= osp
             pw = {"mr": mr, "panels": -(-g["Mg"] // mr), "Rp": -(-g["Mg"] // mr) * mr, "nch": nch,
-                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "in_place": pointwise_in_place(g, pre["nr"]), "by_panel": by_panel,
-                  "by_pixels": by_pixels, "align": CHUNK_ALIGN,
+                  "tmp_bytes": tmp, "slots": PW_SLOTS, "xpad": xpad, "in_place": pointwise_in_place(g, pre["nr"]),
+                  "by_panel": by_panel, "by_pixels": by_pixels, "align": CHUNK_ALIGN,
                   "sub": list(g["S"][1:]) if pointwise_strided(g) else None}
             native, wpack_bytes, slots = PW_SLOTS * tmp + _align(4 * g["C"] * xpad), pre["stride"], 1
         dw = depthwise_phases(g, x.etype == D["float"] or x.etype in LOWP) if kind == "depthwise" else None
