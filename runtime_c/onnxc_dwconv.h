@@ -136,9 +136,9 @@ ONNXC_GEMM_INL onnxc_vf onnxc__pw_loadn(const float *p, int n)
 #endif
 /* X's vector at p, the last of the tile (last != 0) holding only `tail` floats (0: whole) */
 #if defined(ONNXC_PW_MASKED_TAIL)
-#define ONNXC__PW_LOAD(p, last) ((last) && tail ? onnxc__pw_loadn(p, tail) : onnxc__vload(p))
+#define ONNXC__PW_LOAD(p, last, tail) ((last) && (tail) ? onnxc__pw_loadn(p, tail) : onnxc__vload(p))
 #else
-#define ONNXC__PW_LOAD(p, last) onnxc__vload(p)
+#define ONNXC__PW_LOAD(p, last, tail) onnxc__vload(p)
 #endif
 
 ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64_t p, const float *x,
@@ -163,14 +163,14 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
             const float *xk = x + pc * ldx;
             int64_t k = 0;
             for (; k + 2 <= kc; k += 2, w += 2 * ONNXC_SGEMM_MR, xk += 2 * ldx) {
-                const onnxc_vf x0 = ONNXC__PW_LOAD(xk, 1), x1 = ONNXC__PW_LOAD(xk + ldx, 1);
+                const onnxc_vf x0 = ONNXC__PW_LOAD(xk, 1, tail), x1 = ONNXC__PW_LOAD(xk + ldx, 1, tail);
                 _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
                     acc[r][0] += w[r] * x0;
                     odd[r] += w[ONNXC_SGEMM_MR + r] * x1;
                 }
             }
             if (k < kc) {
-                const onnxc_vf x0 = ONNXC__PW_LOAD(xk, 1);
+                const onnxc_vf x0 = ONNXC__PW_LOAD(xk, 1, tail);
                 _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) acc[r][0] += w[r] * x0;
             }
         }
@@ -183,7 +183,7 @@ ONNXC_GEMM_INL void onnxc__pw_tile(int64_t K, int64_t Rp, const float *wp, int64
         for (int64_t k = 0; k < kc; ++k, w += ONNXC_SGEMM_MR, xk += ldx) {
             onnxc_vf xv[ONNXC_SGEMM_NV];
             _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv)
-                xv[v] = ONNXC__PW_LOAD(xk + v * ONNXC_SGEMM_VL, v == nv - 1);
+                xv[v] = ONNXC__PW_LOAD(xk + v * ONNXC_SGEMM_VL, v == nv - 1, tail);
             _Pragma("GCC unroll 16") for (int r = 0; r < ONNXC_SGEMM_MR; ++r) {
                 const float ws = w[r];   /* scalar x vector: a broadcast from memory, as in the SGEMM */
                 _Pragma("GCC unroll 4") for (int v = 0; v < ONNXC_SGEMM_NV; ++v) if (v < nv) acc[r][v] += ws * xv[v];
