@@ -27,12 +27,16 @@
 
 #include "onnxc_gemm.h"
 
-/* multiply-adds below which a GEMV stays on one thread: 512 KB of B; above it each thread streams
+/* multiply-adds below which a GEMV stays on one thread: 256 KB of B; above it each thread streams
  * its own columns (two cores read L3 at ~1.6x one core's rate: mlp batch 1 27 -> 13 us at 2
- * threads); below it a wake-up costs about what the split saves. onnxc_threads.h takes one thread
- * for the whole run where even that does not pay. */
+ * threads); below it a fork/join (0.53 us on Zen 4) costs about what the split saves: a 512-column
+ * product over 128 KB of B took 1.08 us on one thread and 1.30 on two, over 256 KB 2.32 and 1.88.
+ * Counted over the rows read: a batch-1 layer after a Relu, or over a sparse input (an MNIST
+ * image's 170 nonzero pixels of 784: 87K multiply-adds), splits once the rows it reads do (512 KB
+ * here before: that MLP took 7.9 us at 2 threads, 7.2 with the split). onnxc_threads.h takes one
+ * thread for the whole run where even that does not pay. */
 #ifndef ONNXC_GEMV_PAR_MIN
-#define ONNXC_GEMV_PAR_MIN 131072
+#define ONNXC_GEMV_PAR_MIN 65536
 #endif
 /* 1-row tiles prefetch B this many bytes of their stream ahead: weights of a batch-1 layer stream
  * from L3, and the hardware prefetcher alone left ~20% of the bandwidth unused (mlp batch 1: 25.9

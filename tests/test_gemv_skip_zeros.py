@@ -74,6 +74,23 @@ def generated_c(m):
     return compile_model(loader.load(m), Options(), module="m", gemm_block=sgemm_block(tc.cc, tc.flags)).sources.c
 
 
+def layer_sessions(nodes, K, inits, tmp_path):
+    """One batch-1 layer reading x (1 x K) into y, whose strips skip zeros: (model, sessions at 1
+    and 2 threads)."""
+    g = helper.make_graph(nodes, "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert generated_c(m).count("(int32_t *)") == 1
+    path = onnxc.compiler.build_library(m, Options(), cache_dir=tmp_path)
+    sessions = []
+    for nt in (1, 2):
+        so = onnxc.SessionOptions()
+        so.intra_op_num_threads = nt
+        sessions.append(onnxc.InferenceSession(str(path), so))
+    return m, sessions
+
+
 @pytest.mark.parametrize("matmul", [False, True])
 def test_batch1_mlp(matmul, tmp_path):
     m = mlp(1, matmul)
@@ -110,18 +127,7 @@ def test_every_zero_pattern_of_eight(tmp_path):
     nonzeros) and a tail of 5 past the last whole group give numpy's sums, at 1 and 2 threads."""
     K, N = 261, 40                    # 32 groups of 8, then 5
     w = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "one",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "w")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    assert generated_c(m).count("(int32_t *)") == 1
-    path = onnxc.compiler.build_library(m, Options(), cache_dir=tmp_path)
-    sessions = []
-    for nt in (1, 2):
-        so = onnxc.SessionOptions()
-        so.intra_op_num_threads = nt
-        sessions.append(onnxc.InferenceSession(str(path), so))
+    _, sessions = layer_sessions([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], K, {"w": w}, tmp_path)
     # runs 0-7: 8 x 32 groups, each of the 256 masks once, checked by value; 8-10: a NaN, an inf,
     # a -inf among the nonzeros (the outputs follow them)
     for run in range(11):
@@ -142,3 +148,24 @@ def test_every_zero_pattern_of_eight(tmp_path):
             got, = sess.run(None, {"x": x})
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert sorted({(r * 32 + g * 37) % 256 for r in range(8) for g in range(32)}) == list(range(256))
+
+
+def test_sparse_inputs_split_between_threads(tmp_path):
+    """An MNIST-sized layer (784 -> 512) over inputs with 64, 170 and 784 nonzero elements: the
+    rows read (64 x 512 to 784 x 512 multiply-adds) fall below, between and above the split's
+    thresholds (ONNXC_GEMV_PAR_MIN, 65536 now, 131072 before). Two threads own whole columns,
+    so their outputs equal one thread's to the bit, and onnx.reference's within rounding."""
+    K, N = 784, 512
+    w = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
+    b = (rng.standard_normal(N) * 0.1).astype(np.float32)
+    m, sessions = layer_sessions([helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1),
+                                  helper.make_node("Relu", ["g"], ["y"])], K, {"w": w, "b": b}, tmp_path)
+    ref = ReferenceEvaluator(m)
+    for nnz in (64, 170, 784):
+        x = np.zeros((1, K), np.float32)
+        x[0, rng.choice(K, nnz, replace=False)] = rng.random(nnz).astype(np.float32)   # pixels in (0, 1)
+        one, = sessions[0].run(None, {"x": x})
+        two, = sessions[1].run(None, {"x": x})
+        want, = ref.run(None, {"x": x})
+        np.testing.assert_array_equal(two, one)
+        np.testing.assert_allclose(one, want, rtol=1e-4, atol=1e-5)
