@@ -33,8 +33,9 @@
  * product over 128 KB of B took 1.08 us on one thread and 1.30 on two, over 256 KB 2.32 and 1.88.
  * Counted over the rows read: a batch-1 layer after a Relu, or over a sparse input (an MNIST
  * image's 170 nonzero pixels of 784: 87K multiply-adds), splits once the rows it reads do (512 KB
- * here before: that MLP took 7.9 us at 2 threads, 7.2 with the split). onnxc_threads.h takes one
- * thread for the whole run where even that does not pay. */
+ * here before: that MLP took 7.9 us at 2 threads, 7.2 with the split; 1.11-1.18x the time in
+ * minutes when this 2-vCPU host's second core gave no gain to anything). onnxc_threads.h takes
+ * one thread for the whole run where even that does not pay. */
 #ifndef ONNXC_GEMV_PAR_MIN
 #define ONNXC_GEMV_PAR_MIN 65536
 #endif
