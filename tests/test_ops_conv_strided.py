@@ -127,3 +127,16 @@ def test_strided_symbolic_batch_threads_nan(nt):
         feeds["x"][n - 1, 1, 44, 46], feeds["x"][0, 0, 10, 10], feeds["z"][0, 2, 3, 3] = np.nan, np.inf, -np.inf
         got = run_threads(m, feeds, nt)
         assert np.isnan(got[n - 1, :, 22, 23]).all() and got[0, 2, 3, 3] == 0
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+def test_strided_1x1_convs_take_the_sgemm(nt):
+    """A 1x1 conv with strides reads one pixel per tap: a gather and the SGEMM (onnxc_pw_rows
+    where its pixels fill the tiles, else im2col's) and never the strided kernel, whose taps have
+    no reuse (ResNet-50's 1024 -> 2048 downsample to 7x7: 2423 -> 1962 us). Its 49 pixels fill no
+    AVX-512 tile (im2col there), AVX2's 16-wide ones well enough (onnxc_pw_rows)."""
+    m, feeds = conv_model((1, 256, 14, 14), (64, 256, 1, 1), {"strides": [2, 2]}, "res_relu")
+    assert params(m)[0]["kind"] in ("pointwise", "im2col")
+    check(m, feeds, **TOL)
+    feeds["x"][0, 3, 4, 6], feeds["x"][0, 5, 0, 0] = np.nan, -np.inf   # read pixels (even rows and columns)
+    run_threads(m, feeds, nt)
