@@ -256,14 +256,15 @@ def _strided(graph: Graph, node, block: tuple[int, int], next_id: int) -> int:
     w = node.inputs[1]
     if not _const_float(w) or len(node.inputs) > 4 or node.attrs.get("_prepacked") is not None:
         return next_id
-    p = lookup(node).params(node)
-    if p["kind"] != "im2col" or not strided_layout(node, conv_geometry(node), "im2col"):
-        return next_id
-    if pointwise_strided(p):
+    g = conv_geometry(node)
+    if pointwise_strided(g):
         # a 1x1 conv with strides: onnxc_pw_rows on a gathered copy of X where its pixels fill the
         # tiles, else im2col's gather and the SGEMM. The strided kernel's taps are one offset per
         # channel, no reuse: ResNet-50's 1024 -> 2048 downsample to 7x7 took 2423 us on it, 1962
         # through the SGEMM (onnxruntime 2094), the model 0.99x the time at 1 and 2 threads
+        return next_id
+    p = lookup(node).params(node)
+    if p["kind"] != "im2col" or not strided_layout(node, g, "im2col"):
         return next_id
     MR = block[0]
     M, K = p["M"], p["K"]
